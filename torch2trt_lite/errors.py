@@ -1,0 +1,68 @@
+"""The one exception family of torch2trt-lite.
+
+Every error a user can hit derives from :class:`Torch2TRTError`. Messages say what failed, where,
+what was expected against what was got, and how to fix it. :class:`InternalError` is kept apart:
+it means a bug in torch2trt-lite itself, never a problem with the user's model or input.
+"""
+
+from __future__ import annotations
+
+
+class Torch2TRTError(Exception):
+    """Base class of every error torch2trt-lite raises on purpose."""
+
+
+class UnsupportedOperatorError(Torch2TRTError):
+    """A torch call on a traced tensor has no converter (or its converter refused the arguments)."""
+
+    def __init__(self, message: str, *, op: str = "", module_path: str = "", location: str = ""):
+        super().__init__(message)
+        self.op = op
+        self.module_path = module_path
+        self.location = location
+
+
+class ConversionError(Torch2TRTError):
+    """A converter failed to express a call as TensorRT layers."""
+
+
+class NetworkDefinitionError(Torch2TRTError):
+    """The TensorRT network API refused a layer, an attribute or a tensor (sim or TensorRT)."""
+
+
+class BuildError(Torch2TRTError):
+    """Building the engine from the network failed."""
+
+
+class EngineFileError(Torch2TRTError):
+    """An engine file is truncated, corrupt, foreign or of an incompatible version."""
+
+
+class RuntimeExecutionError(Torch2TRTError):
+    """Running an engine failed: bad inputs, shapes outside the profile, or an execution error."""
+
+
+class BackendUnavailableError(Torch2TRTError):
+    """The requested backend (TensorRT, CUDA, cuda-python) is not installed or has no device."""
+
+
+class PluginError(Torch2TRTError):
+    """A plugin declaration, compilation or launch failed."""
+
+
+class InternalError(Exception):
+    """A bug in torch2trt-lite. Please report it with the traceback."""
+
+
+__all__ = [
+    "BackendUnavailableError",
+    "BuildError",
+    "ConversionError",
+    "EngineFileError",
+    "InternalError",
+    "NetworkDefinitionError",
+    "PluginError",
+    "RuntimeExecutionError",
+    "Torch2TRTError",
+    "UnsupportedOperatorError",
+]

@@ -1,0 +1,709 @@
+"""Core objects of the sim: Logger, Dims, Weights, ITensor, ILayer and the probe machinery.
+
+How a layer works (read this before adding one):
+
+* A layer class derives from :class:`ILayer`, sets ``_layer_type`` (a ``LayerType`` member name)
+  and declares its attributes in ``_attrs`` (name -> default). Each declared attribute becomes a
+  property (unless the class defines one itself), is validated on assignment by the type of its
+  default (enum, Dims tuple, Weights, float, int, bool), and is serialized into the plan.
+* ``_run(inputs, rt)`` computes the outputs from torch tensors. It is used both at run time
+  (``rt.probe`` False, real tensors on ``rt.device``) and for shape inference (``rt.probe``
+  True: execution tensors are on the ``meta`` device, shape tensors are real CPU tensors).
+* ``_check(infos)`` validates inputs like TensorRT does (rank, dtype) and raises with
+  ``self._fail(...)``. ``infos`` are :class:`TensorInfo` (dtype, shape with -1 for dynamic dims).
+* ``_shape_inputs``: input indices whose *values* the layer reads as shapes (kept real in probes).
+* ``_out_dtypes(in_dtypes)``: optional override of output DataTypes (needed when the torch
+  carrier dtype differs from the declared type, e.g. INT4/FP4).
+
+Shape inference runs each layer on probe tensors: dynamic input dims take two different probe
+sizes, and an output dim that differs between the two probes is reported as -1.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+
+from ..errors import NetworkDefinitionError
+from . import _dtypes
+from ._enums import ENUMS, DataType, LayerType, Severity, TensorLocation, _TrtEnum
+
+if TYPE_CHECKING:
+    from ._network import INetworkDefinition
+
+PROBE_SIZES = (12, 24)
+_REAL_PROBE_LIMIT = 4096  # real probe values larger than this are demoted to meta tensors
+
+
+# ----------------------------------------------------------------------------------- Logger
+class ILogger:
+    Severity = Severity
+    INTERNAL_ERROR = Severity.INTERNAL_ERROR
+    ERROR = Severity.ERROR
+    WARNING = Severity.WARNING
+    INFO = Severity.INFO
+    VERBOSE = Severity.VERBOSE
+
+    def __init__(self) -> None:
+        pass
+
+    def log(self, severity: Any, msg: str) -> None:
+        raise NotImplementedError
+
+
+class Logger(ILogger):
+    def __init__(self, min_severity: Any = Severity.WARNING) -> None:
+        super().__init__()
+        self.min_severity = min_severity
+        self._messages: list[tuple[Any, str]] = []
+
+    def log(self, severity: Any, msg: str) -> None:
+        self._messages.append((severity, msg))
+        if int(severity) <= int(self.min_severity):
+            import sys
+
+            print(f"[sim] [{Severity(int(severity)).name[0]}] {msg}", file=sys.stderr)
+
+
+def _log(logger: Any, severity: Any, msg: str) -> None:
+    if logger is not None:
+        logger.log(severity, msg)
+
+
+# ------------------------------------------------------------------------------------- Dims
+class Dims(tuple):  # type: ignore[type-arg]
+    """TensorRT's Dims: an immutable sequence of ints (the sim also accepts any int sequence)."""
+
+    MAX_DIMS = 8
+
+    def __new__(cls, shape: Iterable[int] = ()) -> Dims:
+        vals = tuple(int(d) for d in shape)
+        if len(vals) > cls.MAX_DIMS:
+            raise NetworkDefinitionError(f"Dims has {len(vals)} dimensions; TensorRT allows at most 8")
+        return super().__new__(cls, vals)
+
+    def __repr__(self) -> str:
+        return "(" + ", ".join(str(d) for d in self) + ")"
+
+    __str__ = __repr__
+
+
+class Dims2(Dims):
+    def __new__(cls, *args: Any) -> Dims2:
+        return super().__new__(cls, args[0] if len(args) == 1 else args)  # type: ignore[return-value]
+
+
+class Dims3(Dims2):
+    pass
+
+
+class Dims4(Dims2):
+    pass
+
+
+class DimsHW(Dims2):
+    @property
+    def h(self) -> int:
+        return int(self[0])
+
+    @property
+    def w(self) -> int:
+        return int(self[1])
+
+
+def as_dims(value: Any, what: str = "dims") -> tuple[int, ...]:
+    if isinstance(value, (int, np.integer)):
+        return (int(value),)
+    try:
+        return tuple(int(v) for v in value)
+    except TypeError:
+        raise NetworkDefinitionError(f"{what}: expected a sequence of ints, got {value!r}") from None
+
+
+# ---------------------------------------------------------------------------------- Weights
+class Weights:
+    """Constant data for a layer: wraps a numpy array (the sim also accepts a torch tensor)."""
+
+    def __init__(self, a: Any = None, *args: Any) -> None:
+        if args:
+            raise NetworkDefinitionError("sim Weights cannot be built from a raw pointer; pass an array")
+        if a is None or isinstance(a, _TrtEnum):
+            dt = DataType.FLOAT if a is None else DataType(int(a))
+            self._t = torch.empty(0, dtype=_dtypes.torch_dtype(dt))
+            self._dtype = dt
+            return
+        if isinstance(a, Weights):
+            self._t, self._dtype = a._t, a._dtype
+            return
+        if isinstance(a, torch.Tensor):
+            t = a.detach().to("cpu").contiguous()
+        else:
+            arr = np.ascontiguousarray(a)
+            if arr.dtype == np.float64:
+                arr = arr.astype(np.float32)
+            t = torch.from_numpy(arr) if arr.dtype != np.bool_ else torch.from_numpy(arr.copy())
+        if t.dtype == torch.float64:
+            t = t.float()
+        self._t = t
+        self._dtype = _dtypes.from_torch(t.dtype)
+
+    def numpy(self) -> np.ndarray:
+        if self._t.dtype == torch.bfloat16:
+            return self._t.float().numpy()
+        return self._t.numpy()
+
+    def __len__(self) -> int:
+        return int(self._t.numel())
+
+    @property
+    def dtype(self) -> Any:
+        return self._dtype
+
+    @property
+    def size(self) -> int:
+        return int(self._t.numel())
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._t.numel() * self._t.element_size())
+
+    def _tensor(self) -> torch.Tensor:
+        return self._t
+
+
+def as_weights(value: Any) -> Weights | None:
+    if value is None:
+        return None
+    if isinstance(value, Weights):
+        return value
+    return Weights(value)
+
+
+# ------------------------------------------------------------------------------- Probe info
+class TensorInfo:
+    """What shape inference knows of a tensor: dtype, shape (-1 = dynamic) and probe values."""
+
+    __slots__ = ("dtype", "shape", "probes")
+
+    def __init__(self, dtype: DataType, shape: tuple[int, ...], probes: tuple[Any, ...]):
+        self.dtype = dtype
+        self.shape = shape
+        self.probes = probes  # (A,) when static, (A, B) when something upstream is dynamic
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dynamic(self) -> bool:
+        return len(self.probes) > 1
+
+    def value(self) -> torch.Tensor | None:
+        """The build-time value when it is known and the same for every probe."""
+        vals = []
+        for p in self.probes:
+            if not isinstance(p, torch.Tensor) or p.device.type == "meta":
+                return None
+            vals.append(p)
+        if len(vals) == 2 and not (vals[0].shape == vals[1].shape and torch.equal(vals[0], vals[1])):
+            return None
+        return vals[0]
+
+
+class RunContext:
+    """Handed to ``ILayer._run``: the device, the probe flag and a per-engine weight cache."""
+
+    def __init__(self, device: torch.device | str, probe: bool = False) -> None:
+        self.device = torch.device(device)
+        self.probe = probe
+        self.probe_index = 0
+        self.cache: dict[Any, Any] = {}
+        self.inputs: dict[str, torch.Tensor] = {}
+
+    def weight(self, layer: ILayer, attr: str, dtype: torch.dtype | None = None) -> torch.Tensor | None:
+        """A layer's Weights attribute as a torch tensor on the run device (cached)."""
+        key = (id(layer), attr, dtype)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        w = layer._a.get(attr)
+        if w is None or len(w) == 0:
+            return None
+        t = w._tensor()
+        if dtype is not None:
+            t = t.to(dtype)
+        t = t.to(self.device)
+        self.cache[key] = t
+        return t
+
+
+# ---------------------------------------------------------------------------------- ITensor
+class ITensor:
+    """A tensor of the network. Its shape and dtype come from shape inference of its producer."""
+
+    def __init__(self, network: INetworkDefinition, name: str, producer: ILayer | None, index: int = 0):
+        self._network_ref = weakref.ref(network)
+        self._name = name
+        self._producer = producer
+        self._index = index
+        self._input_info: TensorInfo | None = None  # set for network inputs
+        self._location = TensorLocation.DEVICE
+        self._dim_names: dict[int, str] = {}
+        self._consumers: list[ILayer] = []
+        self._dynamic_range: tuple[float, float] | None = None
+        self._allowed_formats = 1
+        self._broadcast_across_batch = False
+        self._is_shape_input = False
+
+    # -- internal
+    @property
+    def _network(self) -> INetworkDefinition:
+        net = self._network_ref()
+        if net is None:
+            raise NetworkDefinitionError("the INetworkDefinition of this tensor no longer exists")
+        return net
+
+    def _info(self) -> TensorInfo:
+        if self._producer is None:
+            assert self._input_info is not None
+            return self._input_info
+        return self._producer._infos()[self._index]
+
+    # -- TensorRT API
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._network._rename_tensor(self, str(value))
+
+    @property
+    def shape(self) -> Dims:
+        return Dims(self._info().shape)
+
+    @shape.setter
+    def shape(self, value: Any) -> None:
+        if self._producer is not None:
+            raise NetworkDefinitionError(f"tensor '{self._name}': only network inputs can be reshaped")
+        self._network._set_input_shape(self, as_dims(value, "shape"))
+
+    @property
+    def dtype(self) -> Any:
+        return self._info().dtype
+
+    @dtype.setter
+    def dtype(self, value: Any) -> None:
+        if self._producer is not None:
+            raise NetworkDefinitionError(
+                f"tensor '{self._name}': dtype is read-only for layer outputs; use add_cast"
+            )
+        self._network._set_input_dtype(self, DataType(int(value)))
+
+    @property
+    def location(self) -> Any:
+        return self._location
+
+    @location.setter
+    def location(self, value: Any) -> None:
+        self._location = TensorLocation(int(value))
+
+    @property
+    def broadcast_across_batch(self) -> bool:
+        return self._broadcast_across_batch
+
+    @broadcast_across_batch.setter
+    def broadcast_across_batch(self, value: bool) -> None:
+        self._broadcast_across_batch = bool(value)
+
+    @property
+    def allowed_formats(self) -> int:
+        return self._allowed_formats
+
+    @allowed_formats.setter
+    def allowed_formats(self, value: int) -> None:
+        self._allowed_formats = int(value)
+
+    @property
+    def is_network_input(self) -> bool:
+        return self._producer is None and self in self._network._inputs
+
+    @property
+    def is_network_output(self) -> bool:
+        return self in self._network._outputs
+
+    @property
+    def is_shape_tensor(self) -> bool:
+        if self._is_shape_input:
+            return True
+        return any(
+            i in c._shape_inputs
+            for c in self._consumers
+            for i, t in enumerate(c._inputs)
+            if t is self
+        )
+
+    @property
+    def is_execution_tensor(self) -> bool:
+        if self.is_network_output:
+            return True
+        if not self._consumers:
+            return not self.is_shape_tensor
+        return any(
+            i not in c._shape_inputs for c in self._consumers for i, t in enumerate(c._inputs) if t is self
+        )
+
+    def set_dimension_name(self, index: int, name: str) -> None:
+        self._dim_names[int(index)] = str(name)
+
+    def get_dimension_name(self, index: int) -> str | None:
+        return self._dim_names.get(int(index))
+
+    def set_dynamic_range(self, min: float, max: float) -> bool:  # noqa: A002 (TensorRT's names)
+        self._dynamic_range = (float(min), float(max))
+        return True
+
+    def reset_dynamic_range(self) -> None:
+        self._dynamic_range = None
+
+    @property
+    def dynamic_range(self) -> tuple[float, float] | None:
+        return self._dynamic_range
+
+    def __repr__(self) -> str:
+        return f"<ITensor {self._name!r}>"
+
+
+# ----------------------------------------------------------------------------------- ILayer
+def _coerce(name: str, default: Any, value: Any, owner: str) -> Any:
+    if isinstance(default, _TrtEnum):
+        enum_cls = type(default)
+        if isinstance(value, _TrtEnum) and type(value) is not enum_cls:
+            raise NetworkDefinitionError(
+                f"{owner}.{name}: expected a {enum_cls.__qualname__} member, got {value!r}"
+            )
+        try:
+            return enum_cls(int(value))
+        except (TypeError, ValueError):
+            raise NetworkDefinitionError(f"{owner}.{name}: invalid value {value!r}") from None
+    if isinstance(default, tuple):
+        return as_dims(value, f"{owner}.{name}")
+    if isinstance(default, Weights) or name in ("kernel", "bias", "shift", "scale", "power", "weights"):
+        return as_weights(value) if value is not None else None
+    if isinstance(default, bool):
+        return bool(value)
+    if isinstance(default, float):
+        return float(value)
+    if isinstance(default, int):
+        if isinstance(value, float) and not value.is_integer():
+            raise NetworkDefinitionError(f"{owner}.{name}: expected an int, got {value!r}")
+        return int(value)
+    return value
+
+
+def _attr_property(name: str) -> property:
+    def fget(self: ILayer) -> Any:
+        return self._a[name]
+
+    def fset(self: ILayer, value: Any) -> None:
+        self._set_attr(name, value)
+
+    return property(fget, fset)
+
+
+class ILayer:
+    _layer_type: ClassVar[str] = ""
+    _attrs: ClassVar[dict[str, Any]] = {}
+    _shape_inputs: ClassVar[tuple[int, ...]] = ()
+    _num_outputs: ClassVar[int] = 1
+    _max_inputs: ClassVar[int | None] = None  # for set_input; None = number of inputs given
+    _layer_counter: ClassVar[int] = 0
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        for name in cls.__dict__.get("_attrs", {}):
+            if name not in cls.__dict__:
+                setattr(cls, name, _attr_property(name))
+
+    def __init__(self, network: INetworkDefinition, inputs: Sequence[ITensor | None], **attrs: Any):
+        self._network_ref = weakref.ref(network)
+        self._inputs: list[ITensor | None] = list(inputs)
+        self._a: dict[str, Any] = {}
+        for k, default in self._all_attrs().items():
+            self._a[k] = default
+        for k, v in attrs.items():
+            self._a[k] = _coerce(k, self._all_attrs().get(k), v, type(self).__name__)
+        self._name = ""
+        self._metadata = ""
+        self._cache: list[TensorInfo] | None = None
+        self._outputs: list[ITensor] = []
+        self._output_types: dict[int, DataType] = {}
+        self._precision: DataType | None = None
+        self._num_ranks = 1
+
+    @classmethod
+    def _all_attrs(cls) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__):
+            merged.update(klass.__dict__.get("_attrs", {}))
+        return merged
+
+    # -- internal helpers
+    @property
+    def _network(self) -> INetworkDefinition:
+        net = self._network_ref()
+        if net is None:
+            raise NetworkDefinitionError("the INetworkDefinition of this layer no longer exists")
+        return net
+
+    def _fail(self, msg: str) -> NetworkDefinitionError:
+        text = f"{self._name or type(self).__name__}: {msg}"
+        try:
+            _log(self._network._logger, Severity.ERROR, text)
+        except NetworkDefinitionError:
+            pass
+        return NetworkDefinitionError(text)
+
+    def _set_attr(self, name: str, value: Any) -> None:
+        self._a[name] = _coerce(name, self._all_attrs().get(name), value, type(self).__name__)
+        self._touch()
+
+    def _touch(self) -> None:
+        """Invalidate cached shape inference of this layer and everything downstream."""
+        todo: list[ILayer] = [self]
+        seen: set[int] = set()
+        while todo:
+            layer = todo.pop()
+            if id(layer) in seen:
+                continue
+            seen.add(id(layer))
+            layer._cache = None
+            for out in layer._outputs:
+                todo.extend(out._consumers)
+
+    def _infos(self) -> list[TensorInfo]:
+        if self._cache is None:
+            self._cache = self._infer()
+        return self._cache
+
+    def _input_infos(self) -> list[TensorInfo | None]:
+        return [t._info() if t is not None else None for t in self._inputs]
+
+    _dds: ClassVar[bool] = False  # output size depends on input values (forces two probes)
+
+    def _call(self, args: list[Any], rt: RunContext) -> Sequence[torch.Tensor]:
+        """Run the layer; in probe mode, move value inputs to ``meta`` when any input is meta."""
+        if rt.probe and any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in args):
+            args = [
+                a.to("meta") if isinstance(a, torch.Tensor) and idx not in self._shape_inputs else a
+                for idx, a in enumerate(args)
+            ]
+        return self._run(args, rt)
+
+    def _infer(self) -> list[TensorInfo]:
+        infos = self._input_infos()
+        self._check(infos)
+        nprobe = max((len(i.probes) for i in infos if i is not None), default=1)
+        if self._dds:
+            nprobe = 2
+        results: list[list[torch.Tensor]] = []
+        for k in range(nprobe):
+            rt = RunContext("meta", probe=True)
+            rt.probe_index = k
+            args = [self._probe_arg(i, idx, k) for idx, i in enumerate(infos)]
+            try:
+                results.append(list(self._call(args, rt)))
+            except NetworkDefinitionError:
+                raise
+            except (RuntimeError, ValueError, IndexError, TypeError, NotImplementedError) as e:
+                raise self._fail(f"invalid configuration: {e}") from None
+        in_dtypes = [i.dtype if i is not None else None for i in infos]
+        out_dtypes = self._out_dtypes(in_dtypes, results[0])
+        out: list[TensorInfo] = []
+        for j, a in enumerate(results[0]):
+            probes = tuple(self._demote(r[j]) for r in results)
+            shape = list(a.shape)
+            if len(results) > 1:
+                b = results[1][j]
+                if b.dim() != a.dim():
+                    raise self._fail("output rank depends on dynamic input dimensions")
+                shape = [da if da == db else -1 for da, db in zip(a.shape, b.shape, strict=True)]
+                if all(p.device.type != "meta" for p in probes) and (
+                    probes[0].shape == probes[1].shape and torch.equal(probes[0], probes[1])
+                ):
+                    probes = probes[:1]
+                elif all(p.device.type == "meta" for p in probes) and tuple(a.shape) == tuple(b.shape):
+                    probes = probes[:1]
+            dt = self._output_types[j] if j in self._output_types else out_dtypes[j]
+            out.append(TensorInfo(dt, tuple(int(s) for s in shape), probes))
+        return out
+
+    @staticmethod
+    def _demote(t: torch.Tensor) -> torch.Tensor:
+        if t.device.type != "meta" and t.numel() > _REAL_PROBE_LIMIT:
+            return t.to("meta")
+        return t
+
+    @staticmethod
+    def _probe_arg(info: TensorInfo | None, idx: int, k: int) -> Any:
+        if info is None:
+            return None
+        return info.probes[min(k, len(info.probes) - 1)]
+
+    def _out_dtypes(self, in_dtypes: list[DataType | None], outs: list[torch.Tensor]) -> list[DataType]:
+        return [_dtypes.from_torch(o.dtype) for o in outs]
+
+    def _check(self, infos: list[TensorInfo | None]) -> None:
+        for i, info in enumerate(infos):
+            if info is None and i < self._required_inputs():
+                raise self._fail(f"input {i} is not set")
+
+    def _required_inputs(self) -> int:
+        return 1 if self._inputs else 0
+
+    def _run(self, inputs: list[Any], rt: RunContext) -> Sequence[torch.Tensor]:
+        raise NotImplementedError(type(self).__name__)
+
+    # -- serialization hooks (see _plan.py)
+    def _extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def _restore_extra(self, state: dict[str, Any]) -> None:
+        pass
+
+    # -- TensorRT API
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = str(value)
+
+    @property
+    def metadata(self) -> str:
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value: str) -> None:
+        self._metadata = str(value)
+
+    @property
+    def num_ranks(self) -> int:
+        return self._num_ranks
+
+    @num_ranks.setter
+    def num_ranks(self, value: int) -> None:
+        self._num_ranks = int(value)
+
+    @property
+    def type(self) -> Any:
+        return LayerType[self._layer_type]
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self._inputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._outputs)
+
+    def get_input(self, index: int) -> ITensor | None:
+        if not 0 <= index < len(self._inputs):
+            return None
+        return self._inputs[index]
+
+    def get_output(self, index: int) -> ITensor | None:
+        if not 0 <= index < len(self._outputs):
+            return None
+        return self._outputs[index]
+
+    def set_input(self, index: int, tensor: ITensor) -> None:
+        limit = self._max_inputs if self._max_inputs is not None else len(self._inputs)
+        if not 0 <= index < limit:
+            raise self._fail(f"set_input: index {index} out of range [0, {limit})")
+        if not isinstance(tensor, ITensor):
+            raise self._fail(f"set_input: expected an ITensor, got {type(tensor).__name__}")
+        self._network._check_owned(tensor)
+        while len(self._inputs) <= index:
+            self._inputs.append(None)
+        old = self._inputs[index]
+        if old is not None and self in old._consumers:
+            old._consumers.remove(self)
+        self._inputs[index] = tensor
+        tensor._consumers.append(self)
+        self._on_set_input(index)
+        self._touch()
+
+    def _on_set_input(self, index: int) -> None:
+        pass
+
+    def get_output_type(self, index: int) -> Any:
+        if index in self._output_types:
+            return self._output_types[index]
+        return self._infos()[index].dtype
+
+    def set_output_type(self, index: int, dtype: Any) -> None:
+        if self._network._strongly_typed:
+            raise self._fail("set_output_type is not allowed in a strongly typed network")
+        self._output_types[int(index)] = DataType(int(dtype))
+        self._touch()
+
+    def output_type_is_set(self, index: int) -> bool:
+        return int(index) in self._output_types
+
+    def reset_output_type(self, index: int) -> None:
+        self._output_types.pop(int(index), None)
+        self._touch()
+
+    @property
+    def precision(self) -> Any:
+        return self._precision if self._precision is not None else DataType.FLOAT
+
+    @precision.setter
+    def precision(self, value: Any) -> None:
+        if self._network._strongly_typed:
+            raise self._fail("layer precision cannot be set in a strongly typed network")
+        self._precision = DataType(int(value))
+
+    @property
+    def precision_is_set(self) -> bool:
+        return self._precision is not None
+
+    def reset_precision(self) -> None:
+        self._precision = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._name!r}>"
+
+
+# ---------------------------------------------------------------------------- shared rules
+def broadcast_shape(a: Sequence[int], b: Sequence[int], fail: Callable[[str], Exception]) -> tuple[int, ...]:
+    """TensorRT's elementwise broadcast: equal ranks, each dim equal or one of them 1."""
+    if len(a) != len(b):
+        raise fail(f"inputs must have the same rank, got {len(a)} and {len(b)} (use a shuffle to unsqueeze)")
+    out = []
+    for da, db in zip(a, b, strict=True):
+        if da == db or db == 1:
+            out.append(da)
+        elif da == 1:
+            out.append(db)
+        elif da == -1 or db == -1:
+            out.append(-1)
+        else:
+            raise fail(f"dimensions {tuple(a)} and {tuple(b)} cannot be broadcast")
+    return tuple(out)
+
+
+def volume(iterable: Iterable[int]) -> int:
+    return math.prod(int(v) for v in iterable)
+
+
+def enum_by_name(qualified: str) -> _TrtEnum:
+    enum_name, _, member = qualified.rpartition(".")
+    return ENUMS[enum_name][member]  # type: ignore[no-any-return]

@@ -1,0 +1,546 @@
+"""Runtime, ICudaEngine, IExecutionContext and IOutputAllocator: executing a sim plan with torch."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..errors import EngineFileError, NetworkDefinitionError, RuntimeExecutionError
+from . import _dtypes, _plan
+from ._core import PROBE_SIZES, Dims, ILayer, RunContext, _log, as_dims
+from ._enums import DataType, Severity, TensorIOMode, TensorLocation
+
+
+class LayerStep:
+    """One layer of the schedule: read inputs from ``env``, run, store outputs."""
+
+    __slots__ = ("layer", "ins", "outs")
+
+    def __init__(self, layer: ILayer, ins: Sequence[int | None], outs: Sequence[int]) -> None:
+        self.layer = layer
+        self.ins = list(ins)
+        self.outs = list(outs)
+
+    def run(self, env: dict[int, Any], rt: RunContext) -> None:
+        args = [env[i] if i is not None else None for i in self.ins]
+        try:
+            res = self.layer._call(args, rt)
+        except (NetworkDefinitionError, RuntimeExecutionError):
+            raise
+        except (RuntimeError, ValueError, IndexError, TypeError) as e:
+            raise RuntimeExecutionError(f"layer '{self.layer.name}' failed: {e}") from e
+        for o, r in zip(self.outs, res, strict=False):
+            env[o] = r
+
+
+def build_schedule(layers: list[ILayer]) -> list[Any]:
+    """The execution schedule: control-flow families may group layers into composite steps.
+
+    A composite step has ``run(env, rt)``, reading and writing tensors by id in ``env``.
+    """
+    hook = _SCHEDULE_HOOKS[-1] if _SCHEDULE_HOOKS else None
+    if hook is not None:
+        return hook(layers)  # type: ignore[no-any-return]
+    return [LayerStep(layer, *layer._plan_io) for layer in layers]
+
+
+_SCHEDULE_HOOKS: list[Any] = []
+
+
+def register_schedule_hook(fn: Any) -> None:
+    """Let a layer family (loops, conditionals) build the schedule from the restored layers."""
+    _SCHEDULE_HOOKS.append(fn)
+
+
+class IOutputAllocator:
+    """Override ``reallocate_output`` (and ``notify_shape``) to receive data-dependent outputs."""
+
+    def __init__(self) -> None:
+        pass
+
+
+class Runtime:
+    _ns: Any = None
+
+    def __init__(self, logger: Any) -> None:
+        self._logger = logger
+        self.max_threads = 1
+        self.DLA_core = -1
+        self.engine_host_code_allowed = False
+        self.temporary_directory = ""
+        self._error_recorder: Any = None
+
+    @property
+    def logger(self) -> Any:
+        return self._logger
+
+    @property
+    def num_DLA_cores(self) -> int:
+        return 0
+
+    @property
+    def error_recorder(self) -> Any:
+        return self._error_recorder
+
+    @error_recorder.setter
+    def error_recorder(self, value: Any) -> None:
+        self._error_recorder = value
+
+    def deserialize_cuda_engine(self, serialized_engine: Any) -> Any:
+        try:
+            header, blob = _plan.parse(serialized_engine)
+            layers = _plan.restore_layers(header, blob, self._ns)
+        except EngineFileError as e:
+            _log(self._logger, Severity.ERROR, str(e))
+            return None
+        return self._ns._class("ICudaEngine")(header, layers, bytes(serialized_engine), self._logger)
+
+    def get_plugin_registry(self) -> Any:
+        return self._ns.get_plugin_registry()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        return None
+
+    def __del__(self) -> None:
+        return None
+
+
+class ICudaEngine:
+    _ns: Any = None
+
+    def __init__(self, header: dict[str, Any], layers: list[ILayer], data: bytes, logger: Any) -> None:
+        self._header = header
+        self._layers = layers
+        self._data = data
+        self._logger = logger
+        self._tensors = header["tensors"]
+        self._in_ids = [i["tensor"] for i in header["inputs"]]
+        self._shape_inputs = {self._tensors[i["tensor"]]["name"] for i in header["inputs"] if i["is_shape"]}
+        self._out_ids = list(header["outputs"])
+        self._io = [self._tensors[i]["name"] for i in self._in_ids + self._out_ids]
+        self._by_name = {self._tensors[i]["name"]: i for i in self._in_ids + self._out_ids}
+        self._mode = {self._tensors[i]["name"]: TensorIOMode.INPUT for i in self._in_ids}
+        self._mode.update({self._tensors[i]["name"]: TensorIOMode.OUTPUT for i in self._out_ids})
+        self._schedule = build_schedule(layers)
+        self._has_dds = any(getattr(layer, "_dds", False) for layer in layers)
+        # NOTE: free each intermediate after its last reader, like TensorRT's activation memory reuse.
+        self._last_use: dict[int, int] = {}
+        for k, step in enumerate(self._schedule):
+            for i in getattr(step, "ins", []):
+                if i is not None:
+                    self._last_use[i] = k
+        keep = set(self._in_ids) | set(self._out_ids)
+        self._free_after: list[list[int]] = [[] for _ in self._schedule]
+        for i, k in self._last_use.items():
+            if i not in keep:
+                self._free_after[k].append(i)
+        self.name = header.get("name", "")
+
+    # -- internal
+    def _io_id(self, name: str) -> int:
+        if name not in self._by_name:
+            raise RuntimeExecutionError(f"engine has no I/O tensor named '{name}'; it has {self._io}")
+        return self._by_name[name]
+
+    def _run(self, feeds: dict[int, Any], rt: RunContext) -> dict[int, Any]:
+        env: dict[int, Any] = dict(feeds)
+        for step, free in zip(self._schedule, self._free_after, strict=True):
+            step.run(env, rt)
+            for i in free:
+                env.pop(i, None)
+        return env
+
+    # -- TensorRT API
+    @property
+    def num_io_tensors(self) -> int:
+        return len(self._io)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self._layers)
+
+    @property
+    def num_optimization_profiles(self) -> int:
+        return max(1, len(self._header["profiles"]))
+
+    @property
+    def refittable(self) -> bool:
+        return False
+
+    @property
+    def device_memory_size_v2(self) -> int:
+        return 0
+
+    @property
+    def device_memory_size(self) -> int:
+        return 0
+
+    @property
+    def has_implicit_batch_dimension(self) -> bool:
+        return False
+
+    @property
+    def num_aux_streams(self) -> int:
+        return 0
+
+    def get_tensor_name(self, index: int) -> str | None:
+        return self._io[index] if 0 <= index < len(self._io) else None
+
+    def __getitem__(self, index: int) -> str | None:
+        return self.get_tensor_name(index)
+
+    def get_tensor_mode(self, name: str) -> Any:
+        return self._mode.get(name, TensorIOMode.NONE)
+
+    def get_tensor_shape(self, name: str) -> Dims:
+        return Dims(self._tensors[self._io_id(name)]["shape"])
+
+    def get_tensor_dtype(self, name: str) -> Any:
+        return DataType[self._tensors[self._io_id(name)]["dtype"]]
+
+    def get_tensor_location(self, name: str) -> Any:
+        return TensorLocation.HOST if name in self._shape_inputs else TensorLocation.DEVICE
+
+    def is_shape_inference_io(self, name: str) -> bool:
+        return name in self._shape_inputs
+
+    def get_tensor_profile_shape(self, name: str, profile_index: int) -> list[Dims]:
+        self._io_id(name)
+        profiles = self._header["profiles"]
+        if not profiles:
+            shape = self.get_tensor_shape(name)
+            return [shape, shape, shape]
+        if not 0 <= profile_index < len(profiles):
+            raise RuntimeExecutionError(f"profile index {profile_index} out of range [0, {len(profiles)})")
+        shapes = profiles[profile_index]["shapes"].get(name)
+        if shapes is None:
+            shape = self.get_tensor_shape(name)
+            return [shape, shape, shape]
+        return [Dims(s) for s in shapes]
+
+    def get_tensor_profile_values(self, name: str, profile_index: int) -> list[tuple[int, ...]]:
+        profiles = self._header["profiles"]
+        if not 0 <= profile_index < len(profiles):
+            return []
+        return [tuple(v) for v in profiles[profile_index]["values"].get(name, [])]
+
+    def get_tensor_bytes_per_component(self, name: str, profile_index: int = 0) -> int:
+        return int(self.get_tensor_dtype(name).itemsize)
+
+    def get_tensor_components_per_element(self, name: str, profile_index: int = 0) -> int:
+        return 1
+
+    def get_tensor_vectorized_dim(self, name: str, profile_index: int = 0) -> int:
+        return -1
+
+    def create_execution_context(self, strategy: Any = None) -> Any:
+        return self._ns._class("IExecutionContext")(self)
+
+    def create_execution_context_without_device_memory(self) -> Any:
+        return self.create_execution_context()
+
+    def serialize(self) -> Any:
+        return self._ns._class("IHostMemory")(self._data)
+
+    def __enter__(self) -> ICudaEngine:
+        return self
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        return None
+
+    def __del__(self) -> None:
+        return None
+
+
+def _tensor_from_address(address: Any, dtype: torch.dtype, numel: int) -> torch.Tensor:
+    """Wrap a raw address: device memory through __cuda_array_interface__, else host memory."""
+    ptr = int(address)
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    if torch.cuda.is_available():
+        try:
+            attrs = torch.cuda.cudart().cudaPointerGetAttributes(ptr)  # type: ignore[attr-defined]
+            on_device = int(getattr(attrs, "type", 0)) == 2
+        except (RuntimeError, AttributeError, TypeError):
+            on_device = True
+        if on_device:
+            class _Iface:
+                __cuda_array_interface__ = {
+                    "shape": (numel * itemsize,), "typestr": "|u1", "data": (ptr, False), "version": 3,
+                }
+
+            return torch.as_tensor(_Iface(), device="cuda").view(dtype)
+    buf = (ctypes.c_uint8 * (numel * itemsize)).from_address(ptr)
+    return torch.frombuffer(buf, dtype=dtype, count=numel)
+
+
+class IExecutionContext:
+    _ns: Any = None
+
+    def __init__(self, engine: ICudaEngine) -> None:
+        self._engine = engine
+        self._shapes: dict[str, tuple[int, ...]] = {}
+        self._addresses: dict[str, Any] = {}
+        self._allocators: dict[str, Any] = {}
+        self._profile = 0
+        self._rts: dict[torch.device, RunContext] = {}
+        self._last_out_shapes: dict[str, tuple[int, ...]] = {}
+        self._shape_cache: dict[Any, dict[str, tuple[int, ...]]] = {}
+        self.name = ""
+        self.debug_sync = False
+        self.profiler: Any = None
+        self.enqueue_emits_profile = True
+        self.nvtx_verbosity: Any = None
+        self.persistent_cache_limit = 0
+        self._error_recorder: Any = None
+        for i in engine._in_ids:
+            t = engine._tensors[i]
+            if all(d >= 0 for d in t["shape"]):
+                self._shapes[t["name"]] = tuple(t["shape"])
+
+    @property
+    def engine(self) -> ICudaEngine:
+        return self._engine
+
+    @property
+    def error_recorder(self) -> Any:
+        return self._error_recorder
+
+    @error_recorder.setter
+    def error_recorder(self, value: Any) -> None:
+        self._error_recorder = value
+
+    @property
+    def active_optimization_profile(self) -> int:
+        return self._profile
+
+    def set_optimization_profile_async(self, profile_index: int, stream_handle: int) -> bool:
+        if not 0 <= profile_index < self._engine.num_optimization_profiles:
+            _log(self._engine._logger, Severity.ERROR, f"profile index {profile_index} out of range")
+            return False
+        self._profile = int(profile_index)
+        return True
+
+    def _fail(self, msg: str) -> bool:
+        _log(self._engine._logger, Severity.ERROR, msg)
+        return False
+
+    def set_input_shape(self, name: str, shape: Any) -> bool:
+        eng = self._engine
+        if eng.get_tensor_mode(name) != TensorIOMode.INPUT:
+            return self._fail(f"set_input_shape: '{name}' is not an input of the engine")
+        dims = as_dims(shape, "shape")
+        declared = eng.get_tensor_shape(name)
+        if len(dims) != len(declared) or any(d >= 0 and d != s for d, s in zip(declared, dims, strict=True)):
+            return self._fail(f"set_input_shape: {dims} does not match the engine's shape {tuple(declared)} for '{name}'")
+        if eng._header["profiles"]:
+            mn, _, mx = eng.get_tensor_profile_shape(name, self._profile)
+            if not all(a <= d <= b for a, d, b in zip(mn, dims, mx, strict=True)):
+                return self._fail(
+                    f"set_input_shape: {dims} for '{name}' is outside optimization profile {self._profile} "
+                    f"[min {tuple(mn)}, max {tuple(mx)}]"
+                )
+        self._shapes[name] = dims
+        return True
+
+    @property
+    def all_binding_shapes_specified(self) -> bool:
+        return all(self._engine._tensors[i]["name"] in self._shapes for i in self._engine._in_ids)
+
+    @property
+    def all_shape_inputs_specified(self) -> bool:
+        return all(n in self._addresses for n in self._engine._shape_inputs)
+
+    def set_tensor_address(self, name: str, memory: Any) -> bool:
+        self._engine._io_id(name)
+        self._addresses[name] = memory
+        return True
+
+    def get_tensor_address(self, name: str) -> Any:
+        mem = self._addresses.get(name, 0)
+        return mem.data_ptr() if isinstance(mem, torch.Tensor) else mem
+
+    def set_output_allocator(self, name: str, output_allocator: Any) -> bool:
+        self._allocators[name] = output_allocator
+        return True
+
+    def get_output_allocator(self, name: str) -> Any:
+        return self._allocators.get(name)
+
+    def get_max_output_size(self, name: str) -> int:
+        return 0
+
+    # -- shapes
+    def _input_tensor(self, name: str, tid: int) -> torch.Tensor:
+        eng = self._engine
+        dt = _dtypes.torch_dtype(DataType[eng._tensors[tid]["dtype"]])
+        if name not in self._shapes:
+            raise RuntimeExecutionError(f"input '{name}' has dynamic dimensions: call set_input_shape first")
+        shape = self._shapes[name]
+        numel = 1
+        for d in shape:
+            numel *= d
+        mem = self._addresses.get(name)
+        if mem is None:
+            raise RuntimeExecutionError(f"no address set for input '{name}': call set_tensor_address")
+        if isinstance(mem, torch.Tensor):
+            if mem.dtype != dt:
+                raise RuntimeExecutionError(f"input '{name}': expected dtype {dt}, got a {mem.dtype} tensor")
+            if mem.numel() < numel:
+                raise RuntimeExecutionError(
+                    f"input '{name}': the tensor has {mem.numel()} elements, shape {shape} needs {numel}"
+                )
+            t = mem if mem.is_contiguous() else mem.contiguous()
+            return t.reshape(-1)[:numel].view(shape) if t.numel() != numel or t.shape != shape else t
+        if isinstance(mem, (bytes, bytearray, memoryview)):
+            return torch.frombuffer(bytearray(mem), dtype=dt, count=numel).view(shape)
+        return _tensor_from_address(mem, dt, numel).view(shape)
+
+    def _shape_values(self, name: str, tid: int) -> torch.Tensor:
+        return self._input_tensor(name, tid).cpu()
+
+    def _probe_shapes(self) -> dict[str, tuple[int, ...]]:
+        eng = self._engine
+        key = tuple(sorted(self._shapes.items()))
+        values: dict[str, Any] = {}
+        for name in eng._shape_inputs:
+            if name in self._addresses:
+                values[name] = tuple(self._shape_values(name, eng._by_name[name]).tolist())
+        key = key + tuple(sorted(values.items()))
+        hit = self._shape_cache.get(key)
+        if hit is not None:
+            return hit
+        results = []
+        for k in range(2 if eng._has_dds else 1):
+            rt = RunContext("meta", probe=True)
+            rt.probe_index = k
+            feeds: dict[int, Any] = {}
+            for i in eng._in_ids:
+                t = eng._tensors[i]
+                name = t["name"]
+                dt = _dtypes.torch_dtype(DataType[t["dtype"]])
+                if name in values:
+                    feeds[i] = torch.tensor(values[name], dtype=dt)
+                else:
+                    if name not in self._shapes:
+                        raise RuntimeExecutionError(f"input '{name}': call set_input_shape first")
+                    feeds[i] = torch.empty(self._shapes[name], dtype=dt, device="meta")
+            env = eng._run(feeds, rt)
+            results.append({eng._tensors[i]["name"]: tuple(env[i].shape) for i in eng._out_ids})
+        out = results[0]
+        if len(results) > 1:
+            out = {
+                n: tuple(a if a == b else -1 for a, b in zip(s, results[1][n], strict=True))
+                for n, s in out.items()
+            }
+        self._shape_cache[key] = out
+        return out
+
+    def get_tensor_shape(self, name: str) -> Dims:
+        eng = self._engine
+        if eng.get_tensor_mode(name) == TensorIOMode.INPUT:
+            if name in self._shapes:
+                return Dims(self._shapes[name])
+            return eng.get_tensor_shape(name)
+        try:
+            return Dims(self._probe_shapes()[name])
+        except (RuntimeExecutionError, NetworkDefinitionError) as e:
+            _log(eng._logger, Severity.ERROR, f"get_tensor_shape('{name}'): {e}")
+            return Dims([-1] * len(eng.get_tensor_shape(name)))
+
+    def infer_shapes(self) -> list[str]:
+        try:
+            self._probe_shapes()
+        except (RuntimeExecutionError, NetworkDefinitionError):
+            return [n for n in self._engine._io if n not in self._shapes]
+        return []
+
+    # -- execution
+    def _rt(self, device: torch.device) -> RunContext:
+        rt = self._rts.get(device)
+        if rt is None:
+            rt = self._rts[device] = RunContext(device)
+        return rt
+
+    def _execute(self) -> None:
+        eng = self._engine
+        feeds: dict[int, Any] = {}
+        device: torch.device | None = None
+        for i in eng._in_ids:
+            name = eng._tensors[i]["name"]
+            t = self._input_tensor(name, i)
+            feeds[i] = t
+            if device is None and name not in eng._shape_inputs:
+                device = t.device
+        if device is None:
+            device = torch.device("cpu")
+        for i in eng._in_ids:
+            if eng._tensors[i]["name"] in eng._shape_inputs:
+                feeds[i] = feeds[i].cpu()
+        rt = self._rt(device)
+        rt.inputs = {}
+        env = eng._run(feeds, rt)
+        for i in eng._out_ids:
+            name = eng._tensors[i]["name"]
+            out = env[i]
+            self._last_out_shapes[name] = tuple(out.shape)
+            self._write_output(name, out)
+
+    def _write_output(self, name: str, out: torch.Tensor) -> None:
+        alloc = self._allocators.get(name)
+        nbytes = out.numel() * out.element_size()
+        if alloc is not None:
+            mem = alloc.reallocate_output(name, self._addresses.get(name, 0), nbytes, 256)
+            if hasattr(alloc, "notify_shape"):
+                alloc.notify_shape(name, Dims(out.shape))
+            if mem is None or (isinstance(mem, int) and mem == 0 and nbytes > 0):
+                raise RuntimeExecutionError(f"output allocator for '{name}' returned no memory")
+            self._addresses[name] = mem
+        mem = self._addresses.get(name)
+        if mem is None:
+            raise RuntimeExecutionError(f"no address set for output '{name}': call set_tensor_address")
+        if isinstance(mem, torch.Tensor):
+            if mem.numel() * mem.element_size() < nbytes:
+                raise RuntimeExecutionError(
+                    f"output '{name}' needs {nbytes} bytes (shape {tuple(out.shape)}), the tensor holds "
+                    f"{mem.numel() * mem.element_size()}"
+                )
+            flat = mem.view(-1) if mem.is_contiguous() else None
+            if flat is None:
+                raise RuntimeExecutionError(f"output '{name}': the destination tensor must be contiguous")
+            if flat.dtype != out.dtype:
+                flat = flat.view(torch.uint8)[:nbytes].view(out.dtype)
+            flat[: out.numel()].copy_(out.reshape(-1))
+            return
+        dst = _tensor_from_address(mem, out.dtype, out.numel())
+        dst.copy_(out.reshape(-1).to(dst.device))
+
+    def execute_async_v3(self, stream_handle: int) -> bool:
+        try:
+            self._execute()
+        except (RuntimeExecutionError, NetworkDefinitionError) as e:
+            _log(self._engine._logger, Severity.ERROR, str(e))
+            return False
+        return True
+
+    def execute_v2(self, bindings: Sequence[Any]) -> bool:
+        for name, mem in zip(self._engine._io, bindings, strict=False):
+            self._addresses[name] = mem
+        return self.execute_async_v3(0)
+
+    def __enter__(self) -> IExecutionContext:
+        return self
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        return None
+
+    def __del__(self) -> None:
+        return None
+
+
+__all__ = ["ICudaEngine", "IExecutionContext", "IOutputAllocator", "LayerStep", "PROBE_SIZES", "Runtime"]

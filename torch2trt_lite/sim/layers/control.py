@@ -1,0 +1,7 @@
+"""Placeholder: filled in by the family owner."""
+
+from __future__ import annotations
+
+
+class ControlMixin:
+    pass
