@@ -1,1 +1,50 @@
-"""torch2trt-lite: convert a PyTorch model to a TensorRT engine during one forward pass."""
+"""torch2trt-lite: convert a PyTorch model to a TensorRT engine during one forward pass.
+
+    import torch2trt_lite
+    trt_model = torch2trt_lite.convert(model.eval(), [x])     # backend="auto": TensorRT or the sim
+    y = trt_model(x)
+    trt_model.save("model.engine"); again = torch2trt_lite.load("model.engine")
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .convert import CheckReport, check, convert, load  # noqa: E402
+from .errors import (  # noqa: E402
+    BackendUnavailableError,
+    BuildError,
+    ConversionError,
+    EngineFileError,
+    InternalError,
+    NetworkDefinitionError,
+    PluginError,
+    RuntimeExecutionError,
+    Torch2TRTError,
+    UnsupportedOperatorError,
+)
+from .module import TRTModule  # noqa: E402
+from .registry import Call, converter, register_table, supported_ops  # noqa: E402
+
+__all__ = [
+    "BackendUnavailableError",
+    "BuildError",
+    "Call",
+    "CheckReport",
+    "ConversionError",
+    "EngineFileError",
+    "InternalError",
+    "NetworkDefinitionError",
+    "PluginError",
+    "RuntimeExecutionError",
+    "TRTModule",
+    "Torch2TRTError",
+    "UnsupportedOperatorError",
+    "__version__",
+    "check",
+    "convert",
+    "converter",
+    "load",
+    "register_table",
+    "supported_ops",
+]

@@ -1,0 +1,1 @@
+"""Per-family builders shared by the converters (converters are thin argument adapters)."""

@@ -1,0 +1,199 @@
+"""ConversionContext: what a converter works with (network, backend module, tensor map, helpers)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils._pytree import tree_flatten
+from torch.utils.weak import WeakIdKeyDictionary
+
+from .errors import ConversionError, InternalError
+
+_TORCH_TO_NP = {
+    torch.float32: np.float32, torch.float16: np.float16, torch.int8: np.int8, torch.int32: np.int32,
+    torch.int64: np.int64, torch.bool: np.bool_, torch.uint8: np.uint8,
+}
+
+
+class _Lazy:
+    """A network tensor created on first use (e.g. an unfolded conv output after BN folding)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+class ConversionContext:
+    """Handed to every converter as ``ctx``.
+
+    * ``ctx.trt``: the backend module (``tensorrt`` or ``torch2trt_lite.sim``), ``ctx.network``.
+    * ``ctx.itensor(x)``: the network tensor of a traced torch tensor; a constant for anything else.
+    * ``ctx.constant(value)``: a constant layer's output.
+    """
+
+    def __init__(self, network: Any, trt: Any, backend_name: str) -> None:
+        self.network = network
+        self.trt = trt
+        self.backend_name = backend_name
+        self._map: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._consts: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._keepalive: list[Any] = []
+        self._names: dict[str, int] = {}
+        self.layer_info: dict[int, Any] = {}  # id(ITensor) -> converter-private info (e.g. BN folding)
+
+    # ----------------------------------------------------------------------- tensor map
+    def num_layers(self) -> int:
+        return int(self.network.num_layers)
+
+    def is_traced(self, t: Any) -> bool:
+        return t in self._map
+
+    def mark_traced(self, out: Any) -> None:
+        raise InternalError("mark_traced is only used in check mode")
+
+    def versions(self, args: Any, kwargs: Any) -> list[tuple[torch.Tensor, int]]:
+        """(tensor, version) of the traced tensors among a call's arguments."""
+        return [
+            (t, t._version) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t in self._map
+        ]
+
+    def refresh_versions(self, before: list[tuple[torch.Tensor, int]]) -> None:
+        """After an in-place call: accept the new versions of its own arguments (and only theirs)."""
+        for t, v in before:
+            entry = self._map.get(t)
+            if entry is not None and entry[1] == v and t._version != v:
+                self._map[t] = (entry[0], t._version)
+
+    def set_itensor(self, t: torch.Tensor, itensor: Any) -> None:
+        self._map[t] = (itensor, t._version)
+
+    def set_lazy(self, t: torch.Tensor, make: Callable[[], Any]) -> None:
+        self._map[t] = (_Lazy(make), t._version)
+
+    def itensor(self, x: Any, dtype: torch.dtype | None = None) -> Any:
+        """The network tensor for ``x`` (traced tensor, untraced tensor, Python scalar), cast to ``dtype``."""
+        if isinstance(x, torch.Tensor):
+            entry = self._map.get(x)
+            if entry is not None:
+                it, version = entry
+                if version != x._version:
+                    raise ConversionError(
+                        "a traced tensor was modified in place through a view or by an untracked write "
+                        f"(version {version} -> {x._version}); torch2trt-lite cannot follow that. Use the "
+                        "out-of-place form of the operation"
+                    )
+                if isinstance(it, _Lazy):
+                    it = it.make()
+                    self._map[x] = (it, x._version)
+                return self.cast(it, dtype) if dtype is not None and dtype != x.dtype else it
+            return self._tensor_constant(x if dtype is None else x.to(dtype))
+        if isinstance(x, (bool, int, float, np.generic)):
+            if dtype is None:
+                dtype = torch.bool if isinstance(x, bool) else torch.int64 if isinstance(x, int) else torch.float32
+            return self.constant(torch.tensor(x, dtype=dtype))
+        raise ConversionError(f"cannot turn a {type(x).__name__} into a network tensor")
+
+    def _tensor_constant(self, t: torch.Tensor) -> Any:
+        entry = self._consts.get(t)
+        if entry is not None and entry[1] == t._version:
+            return entry[0]
+        it = self.constant(t)
+        self._consts[t] = (it, t._version)
+        return it
+
+    def constant(self, value: Any, shape: Sequence[int] | None = None) -> Any:
+        """A constant layer holding ``value`` (torch tensor, numpy array or scalar)."""
+        arr = self.weights(value)
+        dims = tuple(arr.shape) if shape is None else tuple(shape)
+        layer = self.network.add_constant(dims, arr)
+        return layer.get_output(0)
+
+    def weights(self, value: Any) -> Any:
+        """``value`` as weights the backend accepts (numpy; kept alive until the build finishes)."""
+        if isinstance(value, torch.Tensor):
+            t = value.detach()
+            if t.dtype == torch.float64:
+                t = t.float()
+            if t.dtype == torch.bfloat16:
+                if self.backend_name == "sim":
+                    self._keepalive.append(t)
+                    return t.cpu().contiguous()
+                raise ConversionError("bfloat16 constants are not supported on the TensorRT backend yet")
+            if t.dtype not in _TORCH_TO_NP:
+                raise ConversionError(f"constants of dtype {t.dtype} are not supported by TensorRT")
+            arr = t.cpu().contiguous().numpy()
+        else:
+            arr = np.asarray(value)
+            if arr.dtype == np.float64:
+                arr = arr.astype(np.float32)
+        arr = np.ascontiguousarray(arr)
+        self._keepalive.append(arr)
+        return arr
+
+    def cast(self, it: Any, dtype: torch.dtype) -> Any:
+        from .sim import _dtypes
+
+        target = self.trt_dtype(dtype)
+        if int(it.dtype) == int(target):
+            return it
+        layer = self.network.add_cast(it, target)
+        return layer.get_output(0)
+
+    def trt_dtype(self, dtype: torch.dtype) -> Any:
+        from .sim import _dtypes
+
+        dt = _dtypes.from_torch(dtype)
+        return getattr(self.trt.DataType, dt.name)
+
+    # --------------------------------------------------------------------- bookkeeping
+    def name_layers(self, start: int, module_path: str, qualname: str) -> None:
+        """Name the layers a converter added: ``<module path>/<op>`` (suffixed when repeated)."""
+        end = self.num_layers()
+        if end <= start:
+            return
+        op = qualname.rsplit(".", 1)[-1].strip("_") or qualname
+        base = f"{module_path}/{op}" if module_path else op
+        n = self._names.get(base, 0)
+        self._names[base] = n + end - start
+        for k, i in enumerate(range(start, end)):
+            j = n + k
+            self.network.get_layer(i).name = base if j == 0 else f"{base}_{j}"
+
+    def bind_outputs(self, call: Any, result: Any) -> None:
+        outs = [t for t in tree_flatten(call.output)[0] if isinstance(t, torch.Tensor)]
+        if not outs:
+            return
+        res = [r for r in tree_flatten(result)[0] if r is not None and not isinstance(r, (int, float, bool))]
+        if len(res) != len(outs):
+            raise ConversionError(
+                f"converter of {call.qualname} returned {len(res)} network tensor(s) for {len(outs)} torch output(s)"
+            )
+        for t, r in zip(outs, res, strict=True):
+            if isinstance(r, torch.Tensor):
+                r = self.itensor(r)
+            self.set_itensor(t, r)
+
+
+class CheckContext(ConversionContext):
+    """Check mode: no network; tracks which tensors derive from the inputs."""
+
+    def __init__(self) -> None:
+        self.network = None
+        self.trt = None
+        self.backend_name = "check"
+        self._map = WeakIdKeyDictionary()
+
+    def num_layers(self) -> int:
+        return 0
+
+    def mark_traced(self, out: Any) -> None:
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self._map[t] = (None, t._version)
+
+    def itensor(self, x: Any, dtype: torch.dtype | None = None) -> Any:
+        raise InternalError("check mode builds no network")

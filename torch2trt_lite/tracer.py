@@ -1,0 +1,356 @@
+"""Tracing by patching, with a strict guard.
+
+While a :class:`Tracer` is active, every registered target is replaced (``setattr``) by a wrapper
+that runs the original first (exact shapes and values), then hands the call to its converter.
+Originals are restored in ``finally``, whatever happens (KeyboardInterrupt included).
+
+* Only the converting thread converts: a ``ContextVar`` holds the active tracer, and the wrappers
+  of any other thread (or of this thread outside tracing) simply call the original.
+* A re-entrancy guard: torch calls made while a converted call runs (inside the original or the
+  converter) are not converted again.
+* The strict guard: a ``TorchFunctionMode`` sees every torch call; one that touches a traced
+  tensor without being converted raises :class:`UnsupportedOperatorError` naming the op, the
+  module path and the user's ``file:line`` (or, in ``check`` mode, is recorded).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+from .errors import ConversionError, InternalError, Torch2TRTError, UnsupportedOperatorError
+from .registry import REGISTRY, Call, ConverterRecord, Registry, _load_builtin_converters
+
+if TYPE_CHECKING:
+    from .context import ConversionContext
+
+_ACTIVE: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("torch2trt_lite_tracer", default=None)
+_PATCH_LOCK = threading.RLock()
+_PATCH_DEPTH = 0  # tracers active in any thread: patches stay installed while > 0
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+_SKIP_DIRS = (_PKG_DIR, _TORCH_DIR, os.path.dirname(os.path.abspath(functools.__file__)))
+
+# Calls that only read metadata of a traced tensor (their results are exact while tracing).
+_METADATA = frozenset(
+    {
+        "size", "dim", "ndim", "shape", "dtype", "device", "numel", "nelement", "is_contiguous",
+        "__len__", "is_floating_point", "is_complex", "requires_grad", "layout", "element_size",
+        "stride", "storage_offset", "is_cuda", "is_sparse", "is_quantized", "is_meta", "names",
+        "__format__", "__repr__", "__str__", "data_ptr", "get_device", "is_leaf", "grad_fn",
+        "__hash__", "__dlpack_device__", "_version", "is_nested", "__reduce_ex__",
+        "is_inference", "dim_order", "ndimension", "has_names",
+    }
+)
+
+
+def _func_name(func: Any) -> str:
+    name = getattr(func, "__name__", None)
+    if name == "__get__":
+        owner = getattr(func, "__self__", None)
+        prop = getattr(owner, "__name__", None)
+        if prop:
+            return str(prop)
+    return str(name) if name else repr(func)
+
+
+def _func_qualname(func: Any) -> str:
+    from .registry import _owners_of_function
+
+    owners = _owners_of_function(func)
+    if owners:
+        return owners[0][2]
+    name = _func_name(func)
+    mod = getattr(func, "__module__", None)
+    objcls = getattr(func, "__objclass__", None)
+    if objcls is not None or getattr(func, "__qualname__", "").startswith(("TensorBase.", "Tensor.")):
+        return f"torch.Tensor.{name}"
+    if getattr(func, "__name__", None) == "__get__":
+        return f"torch.Tensor.{name}"
+    if isinstance(mod, str) and mod:
+        if mod.startswith("torch._C"):
+            mod = "torch"
+        return f"{mod}.{name}"
+    return f"torch.{name}"
+
+
+def user_location(skip_frames: int = 1) -> str:
+    """``file:line`` of the innermost frame outside torch, torch2trt-lite and the stdlib."""
+    frame: Any = sys._getframe(skip_frames)
+    while frame is not None:
+        fn = os.path.abspath(frame.f_code.co_filename)
+        if not fn.startswith(_SKIP_DIRS) and not fn.startswith("<"):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+@dataclass
+class Unsupported:
+    op: str
+    module_path: str
+    location: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = self.module_path or "<model>"
+        return f"{self.op} at {where} ({self.location}): {self.reason}"
+
+
+class _Guard(TorchFunctionMode):
+    def __init__(self, tracer: Tracer) -> None:
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        tracer = self.tracer
+        if tracer.busy or _ACTIVE.get() is not tracer:
+            return func(*args, **kwargs)
+        name = _func_name(func)
+        if name in _METADATA or not tracer.touches_traced(args, kwargs):
+            return func(*args, **kwargs)
+        record = _ORIGINALS.get(id(func))
+        if record is not None:
+            # NOTE: a reference to the original taken before patching (``self.act = F.relu``)
+            # reaches us here instead of through the patched attribute: convert it all the same.
+            return _dispatch(record, getattr(func, "__torch2trt_lite_original__", func), args, kwargs)
+        qual = _func_qualname(func)
+        reason = "no converter is registered for this call on a traced tensor"
+        if name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy", "__array__"):
+            reason = (
+                "reads tensor values into Python, which would freeze them into the engine as constants "
+                "(data-dependent control flow or values cannot be converted)"
+            )
+        tracer.unsupported(qual, reason)
+        out = func(*args, **kwargs)
+        tracer.ctx.mark_traced(out)  # check mode: keep reporting downstream calls
+        return out
+
+
+class Tracer:
+    """Patches registered targets for one conversion (see module docstring)."""
+
+    def __init__(
+        self,
+        ctx: ConversionContext,
+        model: torch.nn.Module | None = None,
+        registry: Registry | None = None,
+        collect: bool = False,
+    ) -> None:
+        self.ctx = ctx
+        self.registry = registry or REGISTRY
+        self.model = model
+        self.collect = collect  # check mode: record unsupported calls instead of raising
+        self.busy = False
+        self.scope: list[str] = []
+        self.problems: list[Unsupported] = []
+        self._traced_ids: Callable[[Any], bool] = ctx.is_traced
+        self._hooks: list[Any] = []
+        self._token: contextvars.Token[Tracer | None] | None = None
+        self._patched: list[tuple[Any, str, bool, Any]] = []
+
+    # ------------------------------------------------------------------------- helpers
+    def touches_traced(self, args: Any, kwargs: Any) -> bool:
+        leaves, _ = tree_flatten((args, kwargs))
+        return any(isinstance(x, torch.Tensor) and self._traced_ids(x) for x in leaves)
+
+    @property
+    def module_path(self) -> str:
+        return self.scope[-1] if self.scope else ""
+
+    def unsupported(self, op: str, reason: str) -> None:
+        item = Unsupported(op, self.module_path, user_location(2), reason)
+        if self.collect:
+            self.problems.append(item)
+            return
+        raise UnsupportedOperatorError(
+            f"unsupported operator {op} at module '{item.module_path or '<model>'}' ({item.location}): {reason}. "
+            "Register a converter with @torch2trt_lite.converter, or run torch2trt_lite.check(model, inputs) "
+            "to list every unsupported call.",
+            op=op,
+            module_path=item.module_path,
+            location=item.location,
+        )
+
+    # ------------------------------------------------------------------------ patching
+    def _wrap(self, record: ConverterRecord, original: Any, attr: str) -> Any:
+        if record.kind == "autograd":
+            # NOTE: `apply` is a classmethod; `original` is the bound method of the target class.
+            def apply_wrapper(cls: Any, *args: Any, **kwargs: Any) -> Any:
+                return _dispatch(record, original, args, kwargs)
+
+            return classmethod(apply_wrapper)
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return _dispatch(record, original, args, kwargs)
+
+        wrapper.__torch2trt_lite_original__ = original  # type: ignore[attr-defined]
+        return wrapper
+
+    def _install(self) -> None:
+        global _PATCH_DEPTH
+        with _PATCH_LOCK:
+            _PATCH_DEPTH += 1
+            if _PATCH_DEPTH > 1:
+                return
+            try:
+                for record in self.registry.records():
+                    for owner, attr in record.owners:
+                        had = attr in owner.__dict__
+                        original = owner.__dict__[attr] if had else getattr(owner, attr)
+                        if record.kind == "autograd":
+                            bound = getattr(owner, attr)
+                            new = self._wrap(record, bound, attr)
+                        elif record.kind == "module":
+                            new = self._wrap(record, getattr(owner, attr), attr)
+                        else:
+                            new = self._wrap(record, getattr(owner, attr), attr)
+                        _PATCHES.append((owner, attr, had, original))
+                        if record.kind in ("function", "method"):
+                            _ORIGINALS[id(getattr(owner, attr))] = record
+                            _ORIGINALS[id(new)] = record
+                        setattr(owner, attr, new)
+            except BaseException:
+                _restore_all()
+                _PATCH_DEPTH -= 1
+                raise
+
+    def _uninstall(self) -> None:
+        global _PATCH_DEPTH
+        with _PATCH_LOCK:
+            _PATCH_DEPTH -= 1
+            if _PATCH_DEPTH == 0:
+                _restore_all()
+
+    def _install_hooks(self) -> None:
+        if self.model is None:
+            return
+        for name, mod in self.model.named_modules():
+            path = name
+
+            def pre(m: Any, a: Any, p: str = path) -> None:
+                if _ACTIVE.get() is self:
+                    self.scope.append(p)
+
+            def post(m: Any, a: Any, o: Any, p: str = path) -> None:
+                if _ACTIVE.get() is self and self.scope and self.scope[-1] == p:
+                    self.scope.pop()
+
+            self._hooks.append(mod.register_forward_pre_hook(pre))
+            self._hooks.append(mod.register_forward_hook(post))
+
+    @contextmanager
+    def activate(self) -> Iterator[Tracer]:
+        if _ACTIVE.get() is not None:
+            raise Torch2TRTError("a conversion is already running in this thread; conversions do not nest")
+        _load_builtin_converters()
+        guard = _Guard(self)
+        self._install()
+        try:
+            self._install_hooks()
+            self._token = _ACTIVE.set(self)
+            try:
+                with guard:
+                    yield self
+            finally:
+                _ACTIVE.reset(self._token)
+        finally:
+            for h in self._hooks:
+                h.remove()
+            self._hooks.clear()
+            self._uninstall()
+
+    # ---------------------------------------------------------------------- conversion
+    def convert_call(self, record: ConverterRecord, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        call = Call(record.target, record.qualname, args, kwargs, out, self.module_path)
+        if record.check is not None:
+            reason = record.check(call)
+            if reason:
+                self.unsupported(record.qualname, reason)
+                return
+        ctx = self.ctx
+        if ctx.network is None:  # check mode: the call is supported, its outputs are traced
+            ctx.mark_traced(out)
+            return
+        before = ctx.num_layers()
+        try:
+            result = record.converter(ctx, call)
+        except Torch2TRTError as e:
+            if isinstance(e, UnsupportedOperatorError):
+                raise
+            raise ConversionError(
+                f"converting {record.qualname} at module '{self.module_path or '<model>'}' "
+                f"({user_location(2)}) failed: {e}"
+            ) from e
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:
+            raise InternalError(
+                f"converter {record.source} for {record.qualname} at module '{self.module_path or '<model>'}' "
+                f"({user_location(2)}) raised {type(e).__name__}: {e}"
+            ) from e
+        ctx.name_layers(before, self.module_path, record.qualname)
+        ctx.bind_outputs(call, result)
+
+
+_PATCHES: list[tuple[Any, str, bool, Any]] = []
+
+
+_ORIGINALS: dict[int, ConverterRecord] = {}
+
+
+def _restore_all() -> None:
+    _ORIGINALS.clear()
+    while _PATCHES:
+        owner, attr, had, original = _PATCHES.pop()
+        if had:
+            setattr(owner, attr, original)
+        else:
+            try:
+                delattr(owner, attr)
+            except AttributeError:
+                setattr(owner, attr, original)
+
+
+def _dispatch(record: ConverterRecord, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    tracer = _ACTIVE.get()
+    if tracer is None or tracer.busy:
+        return original(*args, **kwargs)
+    if not tracer.touches_traced(args, kwargs):
+        return original(*args, **kwargs)
+    tracer.busy = True
+    try:
+        before = tracer.ctx.versions(args, kwargs)
+        out = original(*args, **kwargs)
+        tracer.ctx.refresh_versions(before)  # in-place ops: the converter reads the inputs as they were
+        tracer.convert_call(record, args, kwargs, out)
+    finally:
+        tracer.busy = False
+    return out
+
+
+def patched_originals() -> list[tuple[Any, str, Any]]:
+    """(owner, attr, current value) of every registered target: for tests of the restore guarantee."""
+    _load_builtin_converters()
+    out = []
+    for record in REGISTRY.records():
+        for owner, attr in record.owners:
+            out.append((owner, attr, owner.__dict__.get(attr, getattr(owner, attr))))
+    return out
+
+
+__all__ = ["Tracer", "Unsupported", "patched_originals", "user_location"]
