@@ -35,10 +35,9 @@ _NAMESPACES = (
     "torch.nn.functional",
     "torch",
     "torch.Tensor",
-    "torch.linalg",
     "torch.special",
+    "torch.linalg",
     "torch.fft",
-    "operator",
 )
 
 
@@ -135,28 +134,52 @@ def _import_dotted(name: str) -> tuple[Any, str, Any]:
     raise Torch2TRTError(f"cannot resolve converter target {name!r}: no such importable attribute")
 
 
+_INDEX: dict[str, dict[int, list[str]]] = {}
+
+
+def _namespace(ns_name: str) -> Any:
+    if ns_name == "torch.Tensor":
+        return torch.Tensor
+    return importlib.import_module(ns_name)
+
+
+def _index(ns_name: str) -> dict[int, list[str]]:
+    """id(value) -> attribute names, for one namespace (built once)."""
+    idx = _INDEX.get(ns_name)
+    if idx is None:
+        idx = {}
+        try:
+            ns = _namespace(ns_name)
+        except ImportError:
+            ns = None
+        if ns is not None:
+            items = vars(ns).items() if ns is not torch.Tensor else ((n, getattr(ns, n, None)) for n in dir(ns))
+            for name, value in items:
+                idx.setdefault(id(value), []).append(name)
+        _INDEX[ns_name] = idx
+    return idx
+
+
 def _owners_of_function(obj: Any) -> list[tuple[Any, str, str]]:
-    """Every (owner, attr, qualname) through which a function is reachable (defining module and parents)."""
-    name = getattr(obj, "__name__", None)
-    found: list[tuple[Any, str, str]] = []
-    if name is None:
-        return found
-    candidates: list[str] = list(_NAMESPACES)
+    """Every (owner, attr, qualname) through which a function is reachable: its defining module and
+    public parents, then torch's public namespaces. The first one names the target."""
+    candidates: list[str] = []
     mod = getattr(obj, "__module__", None)
     if isinstance(mod, str):
         parts = mod.split(".")
-        candidates = [".".join(parts[:i]) for i in range(len(parts), 0, -1)] + candidates
+        candidates = [
+            ".".join(parts[:i]) for i in range(len(parts), 0, -1) if not any(p.startswith("_") for p in parts[:i])
+        ]
+    found: list[tuple[Any, str, str]] = []
     seen: set[str] = set()
-    for ns_name in candidates:
+    for ns_name in candidates + [n for n in _NAMESPACES if n not in candidates]:
         if ns_name in seen:
             continue
         seen.add(ns_name)
-        try:
-            ns: Any = torch.Tensor if ns_name == "torch.Tensor" else importlib.import_module(ns_name)
-        except ImportError:
-            continue
-        if ns.__dict__.get(name) is obj or (ns is torch.Tensor and getattr(ns, name, None) is obj):
-            found.append((ns, name, f"{ns_name}.{name}"))
+        for name in _index(ns_name).get(id(obj), []):
+            ns = _namespace(ns_name)
+            if getattr(ns, name, None) is obj:
+                found.append((ns, name, f"{ns_name}.{name}"))
     return found
 
 
@@ -210,7 +233,7 @@ def converter(
     """
     if not targets:
         raise Torch2TRTError("converter() needs at least one target")
-    reg = registry or REGISTRY
+    reg = registry if registry is not None else REGISTRY
 
     def deco(fn: ConverterFn) -> ConverterFn:
         src = f"{fn.__module__}.{fn.__qualname__}"

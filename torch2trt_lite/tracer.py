@@ -41,7 +41,9 @@ _PATCH_DEPTH = 0  # tracers active in any thread: patches stay installed while >
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
-_SKIP_DIRS = (_PKG_DIR, _TORCH_DIR, os.path.dirname(os.path.abspath(functools.__file__)))
+_SKIP_DIRS = tuple(
+    d + os.sep for d in (_PKG_DIR, _TORCH_DIR, os.path.dirname(os.path.abspath(functools.__file__)))
+)
 
 # Calls that only read metadata of a traced tensor (their results are exact while tracing).
 _METADATA = frozenset(
@@ -151,7 +153,7 @@ class Tracer:
         collect: bool = False,
     ) -> None:
         self.ctx = ctx
-        self.registry = registry or REGISTRY
+        self.registry = registry if registry is not None else REGISTRY
         self.model = model
         self.collect = collect  # check mode: record unsupported calls instead of raising
         self.busy = False

@@ -97,3 +97,6 @@ TensorFormat = ENUMS["TensorFormat"]
 TopKOperation = ENUMS["TopKOperation"]
 TripLimit = ENUMS["TripLimit"]
 UnaryOperation = ENUMS["UnaryOperation"]
+
+# Every other top-level enum by name, for the layer families (``from .._enums import X``).
+globals().update({_n: _c for _n, _c in ENUMS.items() if "." not in _n and _n not in globals()})
