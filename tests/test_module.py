@@ -81,7 +81,7 @@ def test_truncated_corrupt_foreign_and_versioned_files(structured: tuple, tmp_pa
         "foreign": b"\x7fELF" + data[4:],
         "empty": b"",
     }
-    for name, blob in cases.items():
+    for _name, blob in cases.items():
         with open(path, "wb") as f:
             f.write(blob)
         with pytest.raises(EngineFileError):

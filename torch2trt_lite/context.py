@@ -135,7 +135,6 @@ class ConversionContext:
         return arr
 
     def cast(self, it: Any, dtype: torch.dtype) -> Any:
-        from .sim import _dtypes
 
         target = self.trt_dtype(dtype)
         if int(it.dtype) == int(target):

@@ -300,9 +300,19 @@ class ITensor:
     @dtype.setter
     def dtype(self, value: Any) -> None:
         if self._producer is not None:
-            raise NetworkDefinitionError(
-                f"tensor '{self._name}': dtype is read-only for layer outputs; use add_cast"
-            )
+            # NOTE: on a layer output TensorRT takes the type as that output's type (what
+            # ILayer.set_output_type does); a strongly typed network only accepts the inferred type.
+            dt = DataType(int(value))
+            if self._network._strongly_typed:
+                if dt != self._info().dtype:
+                    raise NetworkDefinitionError(
+                        f"tensor '{self._name}': a strongly typed network infers type "
+                        f"{self._info().dtype.name}; it cannot be set to {dt.name} (use add_cast)"
+                    )
+                return
+            self._producer._output_types[self._index] = dt
+            self._producer._touch()
+            return
         self._network._set_input_dtype(self, DataType(int(value)))
 
     @property
@@ -375,6 +385,13 @@ class ITensor:
     def dynamic_range(self) -> tuple[float, float] | None:
         return self._dynamic_range
 
+    @dynamic_range.setter
+    def dynamic_range(self, value: Any) -> None:
+        vals = list(value)
+        if len(vals) != 2:
+            raise ValueError("Dynamic range must contain exactly 2 elements")
+        self.set_dynamic_range(vals[0], vals[1])
+
     def __repr__(self) -> str:
         return f"<ITensor {self._name!r}>"
 
@@ -423,6 +440,7 @@ class ILayer:
     _num_outputs: ClassVar[int] = 1
     _max_inputs: ClassVar[int | None] = None  # for set_input; None = number of inputs given
     _layer_counter: ClassVar[int] = 0
+    _plan_io: tuple[list[int | None], list[int]]  # (input ids, output ids) of a restored layer
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -603,7 +621,7 @@ class ILayer:
 
     @property
     def type(self) -> Any:
-        return LayerType[self._layer_type]
+        return LayerType.__members__[self._layer_type]
 
     @property
     def num_inputs(self) -> int:

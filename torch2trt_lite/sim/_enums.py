@@ -7,7 +7,7 @@ canonical ones, so code inside the sim compares members directly.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from . import _manifest
 
@@ -58,7 +58,7 @@ def _make(name: str) -> type[_TrtEnum]:
     explicit = _EXPLICIT_VALUES.get(name, {})
     values = {m: explicit.get(m, i) for i, m in enumerate(members)}
     qual = name.split(".")[-1]
-    cls: Any = _TrtEnum(qual, values)  # type: ignore[call-overload]
+    cls: Any = _TrtEnum(qual, values)  # type: ignore[call-overload, call-arg, arg-type]
     cls.__qualname__ = name
     cls.__module__ = "torch2trt_lite.sim"
     if name == "DataType":
@@ -66,37 +66,75 @@ def _make(name: str) -> type[_TrtEnum]:
     return cls  # type: ignore[no-any-return]
 
 
-ENUMS: dict[str, type[_TrtEnum]] = {n: _make(n) for n in _all_enum_names()}
+ENUMS: dict[str, Any] = {n: _make(n) for n in _all_enum_names()}
 
-ActivationType = ENUMS["ActivationType"]
-BuilderFlag = ENUMS["BuilderFlag"]
-CumulativeOperation = ENUMS["CumulativeOperation"]
-DataType = ENUMS["DataType"]
-ElementWiseOperation = ENUMS["ElementWiseOperation"]
-FillOperation = ENUMS["FillOperation"]
-GatherMode = ENUMS["GatherMode"]
-InterpolationMode = ENUMS["InterpolationMode"]
-LayerType = ENUMS["LayerType"]
-LoopOutput = ENUMS["LoopOutput"]
-MatrixOperation = ENUMS["MatrixOperation"]
-MemoryPoolType = ENUMS["MemoryPoolType"]
-NetworkDefinitionCreationFlag = ENUMS["NetworkDefinitionCreationFlag"]
-PaddingMode = ENUMS["PaddingMode"]
-PoolingType = ENUMS["PoolingType"]
-ReduceOperation = ENUMS["ReduceOperation"]
-ResizeCoordinateTransformation = ENUMS["ResizeCoordinateTransformation"]
-ResizeRoundMode = ENUMS["ResizeRoundMode"]
-ResizeSelector = ENUMS["ResizeSelector"]
-SampleMode = ENUMS["SampleMode"]
-ScaleMode = ENUMS["ScaleMode"]
-ScatterMode = ENUMS["ScatterMode"]
-Severity = ENUMS["ILogger.Severity"]
-TensorIOMode = ENUMS["TensorIOMode"]
-TensorLocation = ENUMS["TensorLocation"]
-TensorFormat = ENUMS["TensorFormat"]
-TopKOperation = ENUMS["TopKOperation"]
-TripLimit = ENUMS["TripLimit"]
-UnaryOperation = ENUMS["UnaryOperation"]
-
-# Every other top-level enum by name, for the layer families (``from .._enums import X``).
-globals().update({_n: _c for _n, _c in ENUMS.items() if "." not in _n and _n not in globals()})
+if TYPE_CHECKING:  # the enums are built at import time; to the type checker they are Any
+    APILanguage: TypeAlias = Any
+    ActivationType: TypeAlias = Any
+    AllocatorFlag: TypeAlias = Any
+    AttentionIOForm: TypeAlias = Any
+    AttentionNormalizationOp: TypeAlias = Any
+    BoundingBoxFormat: TypeAlias = Any
+    BuilderFlag: TypeAlias = Any
+    CalibrationAlgoType: TypeAlias = Any
+    CausalMaskKind: TypeAlias = Any
+    CollectiveOperation: TypeAlias = Any
+    CumulativeOperation: TypeAlias = Any
+    DataType: TypeAlias = Any
+    DeviceType: TypeAlias = Any
+    DimensionOperation: TypeAlias = Any
+    ElementWiseOperation: TypeAlias = Any
+    EngineCapability: TypeAlias = Any
+    EngineStat: TypeAlias = Any
+    ErrorCode: TypeAlias = Any
+    ErrorCodeTRT: TypeAlias = Any
+    ExecutionContextAllocationStrategy: TypeAlias = Any
+    FillOperation: TypeAlias = Any
+    GatherMode: TypeAlias = Any
+    HardwareCompatibilityLevel: TypeAlias = Any
+    InterpolationMode: TypeAlias = Any
+    KVCacheMode: TypeAlias = Any
+    LayerInformationFormat: TypeAlias = Any
+    LayerType: TypeAlias = Any
+    LoopOutput: TypeAlias = Any
+    MatrixOperation: TypeAlias = Any
+    MemoryPoolType: TypeAlias = Any
+    MoEActType: TypeAlias = Any
+    NetworkDefinitionCreationFlag: TypeAlias = Any
+    OnnxParserFlag: TypeAlias = Any
+    PaddingMode: TypeAlias = Any
+    PluginArgDataType: TypeAlias = Any
+    PluginArgType: TypeAlias = Any
+    PluginCapabilityType: TypeAlias = Any
+    PluginCreatorVersion: TypeAlias = Any
+    PluginFieldType: TypeAlias = Any
+    PoolingType: TypeAlias = Any
+    PreviewFeature: TypeAlias = Any
+    ProfilingVerbosity: TypeAlias = Any
+    QuantizationFlag: TypeAlias = Any
+    QuickPluginCreationRequest: TypeAlias = Any
+    ReduceOperation: TypeAlias = Any
+    ResizeCoordinateTransformation: TypeAlias = Any
+    ResizeRoundMode: TypeAlias = Any
+    ResizeSelector: TypeAlias = Any
+    RuntimePlatform: TypeAlias = Any
+    SampleMode: TypeAlias = Any
+    ScaleMode: TypeAlias = Any
+    ScatterMode: TypeAlias = Any
+    SeekPosition: TypeAlias = Any
+    SerializationFlag: TypeAlias = Any
+    TacticSource: TypeAlias = Any
+    TempfileControlFlag: TypeAlias = Any
+    TensorFormat: TypeAlias = Any
+    TensorIOMode: TypeAlias = Any
+    TensorLocation: TypeAlias = Any
+    TensorRTPhase: TypeAlias = Any
+    TilingOptimizationLevel: TypeAlias = Any
+    TopKOperation: TypeAlias = Any
+    TripLimit: TypeAlias = Any
+    UnaryOperation: TypeAlias = Any
+    WeightsRole: TypeAlias = Any
+    Severity: TypeAlias = Any
+else:
+    globals().update({_n: _c for _n, _c in ENUMS.items() if "." not in _n})
+    Severity = ENUMS["ILogger.Severity"]

@@ -92,7 +92,7 @@ def decode_value(v: Any, blob: memoryview) -> Any:
             return ENUMS[enum_name][member]
         if "__w__" in v or "__t__" in v:
             off, n = v.get("__w__") or v["__t__"]
-            dt = DataType[v["dtype"]]
+            dt = DataType.__members__[v["dtype"]]
             tdt = _dtypes.torch_dtype(dt)
             if off < 0 or n < 0 or off + n > len(blob):
                 raise EngineFileError("plan is corrupt: a weight blob lies outside the file")
@@ -242,7 +242,7 @@ def restore_layers(header: dict[str, Any], blob: memoryview, ns: Any) -> list[IL
         layer._name = rec["name"]
         layer._inputs = []
         layer._outputs = []
-        layer._output_types = {int(k): DataType[v] for k, v in rec["output_types"].items()}
+        layer._output_types = {int(k): DataType.__members__[v] for k, v in rec["output_types"].items()}
         layer._cache = None
         layer._plan_io = (rec["inputs"], rec["outputs"])
         layers.append(layer)

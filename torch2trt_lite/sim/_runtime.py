@@ -11,7 +11,7 @@ import torch
 from ..errors import EngineFileError, NetworkDefinitionError, RuntimeExecutionError
 from . import _dtypes, _plan
 from ._core import PROBE_SIZES, Dims, ILayer, RunContext, _log, as_dims
-from ._enums import DataType, Severity, TensorIOMode, TensorLocation
+from ._enums import ENUMS, DataType, Severity, TensorIOMode, TensorLocation
 
 
 class LayerStep:
@@ -202,7 +202,7 @@ class ICudaEngine:
         return Dims(self._tensors[self._io_id(name)]["shape"])
 
     def get_tensor_dtype(self, name: str) -> Any:
-        return DataType[self._tensors[self._io_id(name)]["dtype"]]
+        return DataType.__members__[self._tensors[self._io_id(name)]["dtype"]]
 
     def get_tensor_location(self, name: str) -> Any:
         return TensorLocation.HOST if name in self._shape_inputs else TensorLocation.DEVICE
@@ -224,6 +224,18 @@ class ICudaEngine:
             return [shape, shape, shape]
         return [Dims(s) for s in shapes]
 
+    def get_aliased_input_tensor(self, name: str) -> str | None:
+        """The input whose buffer output ``name`` must share (a layer with ``_aliased_input``), else None."""
+        tid = self._io_id(name)
+        for layer in self._layers:
+            k = getattr(layer, "_aliased_input", None)
+            if k is None:
+                continue
+            ins, outs = layer._plan_io
+            if outs and outs[0] == tid and k < len(ins) and ins[k] in self._in_ids:
+                return str(self._tensors[ins[k]]["name"])
+        return None
+
     def get_tensor_profile_values(self, name: str, profile_index: int) -> list[tuple[int, ...]]:
         profiles = self._header["profiles"]
         if not 0 <= profile_index < len(profiles):
@@ -239,7 +251,9 @@ class ICudaEngine:
     def get_tensor_vectorized_dim(self, name: str, profile_index: int = 0) -> int:
         return -1
 
-    def create_execution_context(self, strategy: Any = None) -> Any:
+    def create_execution_context(
+        self, strategy: Any = ENUMS["ExecutionContextAllocationStrategy"].STATIC
+    ) -> Any:
         return self._ns._class("IExecutionContext")(self)
 
     def create_execution_context_without_device_memory(self) -> Any:
@@ -378,7 +392,7 @@ class IExecutionContext:
     # -- shapes
     def _input_tensor(self, name: str, tid: int) -> torch.Tensor:
         eng = self._engine
-        dt = _dtypes.torch_dtype(DataType[eng._tensors[tid]["dtype"]])
+        dt = _dtypes.torch_dtype(DataType.__members__[eng._tensors[tid]["dtype"]])
         if name not in self._shapes:
             raise RuntimeExecutionError(f"input '{name}' has dynamic dimensions: call set_input_shape first")
         shape = self._shapes[name]
@@ -410,7 +424,8 @@ class IExecutionContext:
         values: dict[str, Any] = {}
         for name in eng._shape_inputs:
             if name in self._addresses:
-                values[name] = tuple(self._shape_values(name, eng._by_name[name]).tolist())
+                v = self._shape_values(name, eng._by_name[name])
+                values[name] = (tuple(v.shape), tuple(v.reshape(-1).tolist()))  # 0-d shape inputs too
         key = key + tuple(sorted(values.items()))
         hit = self._shape_cache.get(key)
         if hit is not None:
@@ -423,9 +438,9 @@ class IExecutionContext:
             for i in eng._in_ids:
                 t = eng._tensors[i]
                 name = t["name"]
-                dt = _dtypes.torch_dtype(DataType[t["dtype"]])
+                dt = _dtypes.torch_dtype(DataType.__members__[t["dtype"]])
                 if name in values:
-                    feeds[i] = torch.tensor(values[name], dtype=dt)
+                    feeds[i] = torch.tensor(values[name][1], dtype=dt).reshape(values[name][0])
                 else:
                     if name not in self._shapes:
                         raise RuntimeExecutionError(f"input '{name}': call set_input_shape first")
@@ -504,6 +519,8 @@ class IExecutionContext:
         mem = self._addresses.get(name)
         if mem is None:
             raise RuntimeExecutionError(f"no address set for output '{name}': call set_tensor_address")
+        if nbytes == 0:  # an empty output (e.g. NonZero found nothing): nothing to copy
+            return
         if isinstance(mem, torch.Tensor):
             if mem.numel() * mem.element_size() < nbytes:
                 raise RuntimeExecutionError(

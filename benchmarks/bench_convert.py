@@ -1,0 +1,127 @@
+"""Conversion and sim speed against eager PyTorch and torch.onnx.export(dynamo=True).
+
+    python benchmarks/bench_convert.py --models resnet50 vit_b_16 --out benchmarks/results/convert-cpu.json
+
+For each model (torchvision, random weights, eval, batch 1 at 224x224 unless --shape) it measures,
+on the CPU, with the median of --repeat runs:
+  * conversion time / one eager forward          (goal <= 3)
+  * conversion time / torch.onnx.export(dynamo)  (goal <= 0.1)
+  * sim run time / eager run time                (goal <= 1.5)
+and writes JSON with the machine description. Benchmarks are not tests: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import io
+import json
+import os
+import platform
+import statistics
+import time
+from typing import Any
+
+import torch
+import torchvision
+
+import torch2trt_lite
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "torch2trt_lite": torch2trt_lite.__version__,
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
+
+
+def timed(fn: Any, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def onnx_export_time(model: torch.nn.Module, x: torch.Tensor) -> float | None:
+    try:
+        import onnxscript  # noqa: F401
+    except ImportError:
+        return None
+    buf = io.BytesIO()
+    t0 = time.perf_counter()
+    torch.onnx.export(model, (x,), buf, dynamo=True, verbose=False)
+    return time.perf_counter() - t0
+
+
+def bench(name: str, shape: tuple[int, ...], repeat: int, onnx: bool) -> dict[str, Any]:
+    torch.manual_seed(0)
+    model = torchvision.models.get_model(name, weights=None).eval()
+    x = torch.randn(shape)
+    with torch.no_grad():
+        model(x)  # warm-up
+        eager = timed(lambda: model(x), repeat)
+    trt_model = torch2trt_lite.convert(model, [x], backend="sim")  # warm-up (imports, registry)
+    conv_times = []
+    for _ in range(max(1, repeat // 2)):
+        trt_model = torch2trt_lite.convert(model, [x], backend="sim")
+        conv_times.append(trt_model.conversion_time_s or 0.0)
+    conversion = statistics.median(conv_times)
+    with torch.no_grad():
+        trt_model(x)
+        sim = timed(lambda: trt_model(x), repeat)
+        err = float((trt_model(x) - model(x)).abs().max() / model(x).abs().max())
+    onnx_s = onnx_export_time(model, x) if onnx else None
+    return {
+        "model": name,
+        "input_shape": list(shape),
+        "layers": trt_model.num_layers,
+        "eager_forward_s": eager,
+        "conversion_s": conversion,
+        "sim_run_s": sim,
+        "onnx_dynamo_export_s": onnx_s,
+        "conversion_over_eager": conversion / eager,
+        "conversion_over_onnx_export": (conversion / onnx_s) if onnx_s else None,
+        "sim_over_eager": sim / eager,
+        "max_rel_err": err,
+        "goals": {"conversion_over_eager": 3.0, "conversion_over_onnx_export": 0.1, "sim_over_eager": 1.5},
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", nargs="+", default=["resnet50"])
+    p.add_argument("--shape", default="1x3x224x224")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--no-onnx", action="store_true")
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    shape = tuple(int(d) for d in args.shape.split("x"))
+    results = [bench(m, shape, args.repeat, not args.no_onnx) for m in args.models]
+    report = {
+        "command": "python benchmarks/bench_convert.py " + " ".join(
+            [f"--models {' '.join(args.models)}", f"--shape {args.shape}", f"--repeat {args.repeat}"]
+            + (["--no-onnx"] if args.no_onnx else [])
+            + ([f"--out {args.out}"] if args.out else [])
+        ),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "results": results,
+    }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
