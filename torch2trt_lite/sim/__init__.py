@@ -10,9 +10,7 @@ error and raises :class:`torch2trt_lite.errors.NetworkDefinitionError`, so no mi
 the reason logged).
 """
 
-from __future__ import annotations
-
-from typing import Any
+from typing import Any as _Any
 
 from ._api import Namespace, api
 from ._dtypes import torch_dtype
@@ -24,5 +22,5 @@ globals().update({name: getattr(_newest, name) for name in _newest._public_names
 __all__ = ["Namespace", "VERSIONS", "api", "torch_dtype", *_newest._public_names()]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     raise AttributeError(f"module 'torch2trt_lite.sim' has no attribute '{name}' (TensorRT {_newest.__version__})")

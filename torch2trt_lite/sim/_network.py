@@ -16,6 +16,9 @@ from .layers import MIXINS
 
 
 def _type_label(cls: type) -> str:
+    label = getattr(cls, "_trt_label", None)  # TensorRT's own spelling, e.g. "Matrix Multiply"
+    if label:
+        return str(label)
     name = cls.__name__
     if name.startswith("I"):
         name = name[1:]

@@ -9,12 +9,13 @@ import numpy as np
 from . import _builder, _core, _dtypes, _network, _runtime
 from ._core import ILayer
 from .layers import control as _control
+from .layers import linalg as _linalg
 from .layers import plugin as _plugin
 
 
 def classes() -> dict[str, type]:
     out: dict[str, type] = {}
-    for mod in (_core, _builder, _network, _runtime, _control, _plugin):
+    for mod in (_core, _builder, _network, _runtime, _control, _linalg, _plugin):
         for name, obj in vars(mod).items():
             if isinstance(obj, type) and not name.startswith("_") and obj.__module__ == mod.__name__:
                 out[name] = obj

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from .basic import BasicMixin
 from .control import ControlMixin
+from .linalg import LinalgMixin
 from .nn import NNMixin
 from .plugin import PluginMixin
 from .tensor import TensorMixin
 
-MIXINS: tuple[type, ...] = (BasicMixin, NNMixin, TensorMixin, ControlMixin, PluginMixin)
+MIXINS: tuple[type, ...] = (BasicMixin, NNMixin, LinalgMixin, TensorMixin, ControlMixin, PluginMixin)

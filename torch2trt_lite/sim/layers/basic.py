@@ -218,6 +218,9 @@ class IIdentityLayer(ILayer):
 def cast_to(x: torch.Tensor, dt: DataType) -> torch.Tensor:
     """Cast like TensorRT: float->int rounds to nearest even and saturates; float->bool is x != 0."""
     target = _dtypes.torch_dtype(dt)
+    if x.dtype.is_floating_point and target == torch.uint8:
+        # NOTE: TensorRT 10.16 (conformance Cast/case_simple): negative -> 0, large values wrap mod 256.
+        return torch.round(x.float()).clamp(min=0).to(torch.int64).remainder(256).to(torch.uint8)
     if x.dtype.is_floating_point and not target.is_floating_point and target != torch.bool:
         info = torch.iinfo(target)
         return torch.round(x.float()).clamp(info.min, info.max).to(target)
@@ -234,7 +237,24 @@ class ICastLayer(ILayer):
         return [self._a["to_type"]]
 
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
-        return [cast_to(inputs[0], self._a["to_type"])]
+        target = self._output_types.get(0, self._a["to_type"])
+        rng = self.__dict__.get("_out_range")
+        if rng is None and "_network_ref" in self.__dict__ and self._outputs:
+            rng = self._outputs[0]._dynamic_range
+        if rng is not None and target == DataType.INT8 and inputs[0].dtype.is_floating_point:
+            # INT8 with a dynamic range (implicit quantization): scale = max(|min|, |max|) / 127 in
+            # float32, applied as a multiplication by its reciprocal (matches TensorRT's rounding).
+            inv = 1.0 / torch.tensor(max(abs(rng[0]), abs(rng[1])) / 127.0, dtype=torch.float32)
+            return [cast_to(inputs[0].float() * inv.item(), target)]
+        return [cast_to(inputs[0], target)]
+
+    def _extra_state(self) -> dict[str, Any]:
+        rng = self._outputs[0]._dynamic_range if self._outputs else None
+        return {"out_range": list(rng) if rng is not None else None}
+
+    def _restore_extra(self, state: dict[str, Any]) -> None:
+        rng = state.get("out_range")
+        self._out_range = tuple(rng) if rng is not None else None
 
 
 class BasicMixin:

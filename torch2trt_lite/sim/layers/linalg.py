@@ -44,7 +44,7 @@ _TOPK_MAX_K = 3840
 def _bits(mask: int) -> list[int]:
     """Positions of the set bits of an axes bitmask (TensorRT: bit i = dimension i)."""
     mask = int(mask)
-    return [i for i in range(32) if (mask >> i) & 1]
+    return [i for i in range(mask.bit_length()) if (mask >> i) & 1]
 
 
 def _dim_ok(a: int, b: int) -> bool:
@@ -77,10 +77,18 @@ def _opt(inputs: Sequence[Any], index: int) -> Any:
     return inputs[index] if index < len(inputs) else None
 
 
-def _has_overload(net: Any, method: str, nargs: int) -> bool:
-    """Whether this TensorRT version's INetworkDefinition.<method> has an overload with nargs arguments."""
+def _indices_type_overload(net: Any, method: str, nargs: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The optional trailing ``indices_type`` of add_topk / add_nms: TensorRT 10.16 added overloads
+    with it; 10.13 has none, so there it is refused like pybind11 refuses unknown arguments."""
+    if len(args) + len(kwargs) > 1 or set(kwargs) - {"indices_type"}:
+        raise TypeError(f"{method}() takes at most one extra argument, indices_type")
+    value = args[0] if args else kwargs.get("indices_type")
+    if value is None:
+        return None
     methods = _manifest.load(net._ns._version)["classes"]["INetworkDefinition"]["methods"]
-    return any(o.get("args") is not None and len(o["args"]) == nargs for o in methods.get(method, []))
+    if not any(o.get("args") is not None and len(o["args"]) == nargs for o in methods.get(method, [])):
+        raise TypeError(f"{method}() takes no indices_type in TensorRT {net._ns._version}")
+    return value
 
 
 # ---------------------------------------------------------------------------- matrix multiply
@@ -272,7 +280,7 @@ class ISoftMaxLayer(ILayer):
             raise self._fail(f"axes bit {bits[0]} is out of range for an input of rank {x.rank}")
 
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
-        return [_softmax(inputs[0], _bits(self._a["axes"])[0])]
+        return [_softmax(inputs[0], int(self._a["axes"]).bit_length() - 1)]  # one bit (checked)
 
 
 class IRaggedSoftMaxLayer(ILayer):
@@ -350,7 +358,7 @@ def reduce_tensor(x: torch.Tensor, op: Any, dims: list[int], keep: bool) -> torc
     count = 1
     for d in dims:
         count *= x.shape[d]
-    if count == 0 and x.device.type != "meta":
+    if count == 0:
         shape = [1 if i in dims else s for i, s in enumerate(x.shape)] if keep else [
             s for i, s in enumerate(x.shape) if i not in dims]
         return torch.full(shape, _empty_reduce_value(op, dtype), dtype=dtype, device=x.device)
@@ -512,9 +520,8 @@ class ICumulativeLayer(ILayer):
         if self._a["reverse"]:
             y = y.flip(axis)
         c = torch.cumsum(y, axis, dtype=y.dtype)
-        if self._a["exclusive"]:
-            c = torch.cat([torch.zeros_like(c.narrow(axis, 0, 1)), c.narrow(axis, 0, c.shape[axis] - 1)], axis) \
-                if c.shape[axis] > 0 else c
+        if self._a["exclusive"] and c.shape[axis] > 0:  # shift by one: element j sums 0..j-1
+            c = torch.cat([torch.zeros_like(c.narrow(axis, 0, 1)), c.narrow(axis, 0, c.shape[axis] - 1)], axis)
         if self._a["reverse"]:
             c = c.flip(axis)
         return [c.to(dtype)]
@@ -925,10 +932,6 @@ class IRotaryEmbeddingLayer(ILayer):
             if not (_dim_ok(pos.shape[0], x.shape[0]) and _dim_ok(pos.shape[1], x.shape[2])):
                 raise self._fail(f"position ids shape {pos.shape} does not match input batch/seq {x.shape[0]}, {x.shape[2]}")
             want: tuple[int, ...] = (-1, half)
-        elif cos.rank == 2:
-            # NOTE: TensorRT accepts [max_position + 1, rot/2] caches at add time and takes the
-            # position ids later (set_input(3, ...), as RotaryEmbedding/case_simple does).
-            want = (-1, half)
         else:
             want = (x.shape[0], x.shape[2], half)
         for what, c in (("cos", cos), ("sin", sin)):
@@ -948,8 +951,6 @@ class IRotaryEmbeddingLayer(ILayer):
         if pos is not None:
             idx = pos.to(device=cos.device, dtype=torch.int64)
             cos, sin = cos[idx], sin[idx]  # [b, s, rot/2]
-        elif cos.dim() != 3:
-            raise ValueError("cos/sin caches of shape [max_position + 1, rot/2] need position ids (input 3)")
         c = cos.unsqueeze(1).float()
         s = sin.unsqueeze(1).float()
         xf = x.float()
@@ -1179,7 +1180,6 @@ class LinalgMixin:
     _cls: Any
     _ns: Any
     _check_owned: Any
-    _remove_layer: Any
 
     def add_matrix_multiply(self, input0: Any, op0: Any, input1: Any, op1: Any) -> IMatrixMultiplyLayer:
         return self._add("IMatrixMultiplyLayer", [input0, input1], op0=op0, op1=op1)  # type: ignore[no-any-return]
@@ -1198,11 +1198,11 @@ class LinalgMixin:
     def add_reduce(self, input: Any, op: Any, axes: int, keep_dims: bool) -> IReduceLayer:  # noqa: A002
         return self._add("IReduceLayer", [input], op=op, axes=axes, keep_dims=keep_dims)  # type: ignore[no-any-return]
 
-    def add_topk(self, input: Any, op: Any, k: int, axes: int, indices_type: Any = None) -> ITopKLayer:  # noqa: A002
+    def add_topk(self, input: Any, op: Any, k: int, axes: int, *args: Any, **kwargs: Any) -> ITopKLayer:  # noqa: A002
+        # TensorRT binds add_topk(input, op, k, axes) and, from 10.16, (input, op, k, axes, indices_type).
         attrs: dict[str, Any] = {"op": op, "k": k, "axes": axes}
+        indices_type = _indices_type_overload(self, "add_topk", 5, args, kwargs)
         if indices_type is not None:
-            if not _has_overload(self, "add_topk", 5):
-                raise TypeError(f"add_topk() takes no indices_type in TensorRT {self._ns._version}")
             attrs["indices_type"] = indices_type
         return self._add("ITopKLayer", [input], **attrs)  # type: ignore[no-any-return]
 
@@ -1211,14 +1211,14 @@ class LinalgMixin:
             "ICumulativeLayer", [input, axis], op=op, exclusive=exclusive, reverse=reverse
         )
 
+    # NOTE: attention, rotary embedding and KV-cache update layers are completed after add_* (mask,
+    # forms, lengths, position ids come through setters / set_input, e.g. RotaryEmbedding/case_simple
+    # gives its position ids after add_rotary_embedding), so like TensorRT the sim validates them
+    # when their shapes are first needed (a .shape query or the build), not in add_*.
     def _attention(self, query: Any, key: Any, value: Any, norm_op: Any, causal_kind: Any) -> IAttention:
-        inp = self._add("IAttentionInputLayer", [query, key, value], _attn_norm_op=norm_op,
+        inp = self._add("IAttentionInputLayer", [query, key, value], eager=False, _attn_norm_op=norm_op,
                         _attn_causal=causal_kind)
-        try:
-            out = self._add("IAttentionOutputLayer", [inp.get_output(0)])
-        except Exception:
-            self._remove_layer(inp)
-            raise
+        out = self._add("IAttentionOutputLayer", [inp.get_output(0)], eager=False)
         attention = self._cls("IAttention")(inp, out)
         inp._attention_obj = attention
         out._attention_obj = attention
@@ -1233,19 +1233,20 @@ class LinalgMixin:
     def add_rotary_embedding(self, input: Any, cos_cache: Any, sin_cache: Any, interleaved: bool,  # noqa: A002
                              rotary_embedding_dim: int) -> IRotaryEmbeddingLayer:
         return self._add(  # type: ignore[no-any-return]
-            "IRotaryEmbeddingLayer", [input, cos_cache, sin_cache], interleaved=interleaved,
+            "IRotaryEmbeddingLayer", [input, cos_cache, sin_cache], eager=False, interleaved=interleaved,
             rotary_embedding_dim=rotary_embedding_dim,
         )
 
     def add_kv_cache_update(self, cache: Any, update: Any, write_indices: Any, cache_mode: Any) -> IKVCacheUpdateLayer:
         return self._add(  # type: ignore[no-any-return]
-            "IKVCacheUpdateLayer", [cache, update, write_indices], cache_mode=cache_mode
+            "IKVCacheUpdateLayer", [cache, update, write_indices], eager=False, cache_mode=cache_mode
         )
 
-    def add_nms(self, boxes: Any, scores: Any, max_output_boxes_per_class: Any, indices_type: Any = None) -> INMSLayer:
+    def add_nms(self, boxes: Any, scores: Any, max_output_boxes_per_class: Any, *args: Any, **kwargs: Any) -> INMSLayer:
+        # TensorRT binds add_nms(boxes, scores, max_output_boxes_per_class) and, from 10.16, a
+        # fourth argument indices_type.
         attrs: dict[str, Any] = {}
+        indices_type = _indices_type_overload(self, "add_nms", 4, args, kwargs)
         if indices_type is not None:
-            if not _has_overload(self, "add_nms", 4):
-                raise TypeError(f"add_nms() takes no indices_type in TensorRT {self._ns._version}")
             attrs["indices_type"] = indices_type
         return self._add("INMSLayer", [boxes, scores, max_output_boxes_per_class], **attrs)  # type: ignore[no-any-return]
