@@ -18,6 +18,7 @@ from ._manifest import VERSIONS
 
 _newest = api(VERSIONS[-1])
 globals().update({name: getattr(_newest, name) for name in _newest._public_names()})
+__version__ = _newest.__version__
 
 __all__ = ["Namespace", "VERSIONS", "api", "torch_dtype", *_newest._public_names()]
 
