@@ -94,6 +94,8 @@ def convert(
         network.mark_output(it)
         out_meta.append({"name": name, "dtype": dtype_name(t.dtype), "shape": list(t.shape)})
     out_tree = encode_tree(out, [0])
+    plugin_type = trt.LayerType.PLUGIN_V3
+    uses_plugins = any(network.get_layer(i).type == plugin_type for i in range(network.num_layers))
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(max_workspace_size))
     plan = builder.build_serialized_network(network, config)
@@ -112,6 +114,7 @@ def convert(
         ],
         "outputs": out_meta,
         "out_tree": out_tree,
+        "plugins": uses_plugins,
     }
     module = TRTModule(bytes(plan), meta)
     module.conversion_time_s = time.perf_counter() - t0

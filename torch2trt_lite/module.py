@@ -132,6 +132,10 @@ class TRTModule(torch.nn.Module):
                 f"engine metadata format {meta.get('format')!r} is not supported (expected {FORMAT})"
             )
         backend = _backend_for(meta)
+        if backend.name == "tensorrt" and meta.get("plugins"):
+            from .plugins.trt_plugin import register_creators
+
+            register_creators(backend.trt)  # plugins must be known before the plan deserializes
         self._log = _CapturingLogger(backend.trt)
         runtime = backend.trt.Runtime(self._log.logger)
         engine = runtime.deserialize_cuda_engine(plan)

@@ -68,7 +68,7 @@ class Call:
 class ConverterRecord:
     target: Any
     qualname: str
-    kind: str  # "function", "method", "module", "autograd"
+    kind: str  # "function", "method", "property", "module", "autograd"
     owners: tuple[tuple[Any, str], ...]  # where the target is patched: (object, attribute)
     converter: ConverterFn
     check: Callable[[Call], str | None] | None = None
@@ -189,6 +189,10 @@ def resolve_target(target: Any) -> tuple[str, str, tuple[tuple[Any, str], ...], 
         owner, attr, value = _import_dotted(target)
         if isinstance(value, type):
             return _resolve_class(value)
+        if owner is torch.Tensor and (inspect.isgetsetdescriptor(value) or isinstance(value, property)):
+            # NOTE: a property (``x.T``, ``x.mT``) cannot be patched with a function; the strict
+            # guard sees its getter and dispatches it to the converter instead (no owners to patch).
+            return target, "property", (), value
         if owner is torch.Tensor or isinstance(owner, type):
             return target, "method", ((owner, attr),), value
         owners = _owners_of_function(value) or [(owner, attr, target)]
@@ -281,3 +285,4 @@ def _load_builtin_converters() -> None:
     if not _LOADED:
         _LOADED = True
         importlib.import_module("torch2trt_lite.converters")
+        importlib.import_module("torch2trt_lite.plugins_cuda")  # built-in plugins register converters

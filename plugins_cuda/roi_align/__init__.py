@@ -1,0 +1,239 @@
+"""roi_align plugin: torchvision.ops.roi_align / RoIAlign (boxes as a [K, 5] tensor or a list of [L, 4]).
+
+Contract in README.md; CUDA kernel in kernel.cu; :func:`reference` is the torch implementation the
+sim runs (plain torch ops: per-ROI interpolation matrices and einsum, independent of torchvision).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+try:
+    import torchvision
+except ImportError:  # NOTE: the plugin itself (sim reference, kernel) works without torchvision
+    torchvision = None
+
+from torch2trt_lite.errors import ConversionError
+from torch2trt_lite.plugins.api import (
+    F32,
+    I32,
+    Attrs,
+    CudaKernel,
+    In,
+    Input,
+    Launch,
+    LaunchInfo,
+    Out,
+    PluginCall,
+    PluginDef,
+    Shapes,
+    add_plugin,
+    bind_call,
+    bool_attr,
+    cdiv,
+    declare_plugin,
+    float_attr,
+    int_attr,
+    ints_attr,
+)
+
+KERNEL = Path(__file__).with_name("kernel.cu")
+THREADS = 256
+_MAX_BLOCKS = 1 << 16  # grid-stride loop beyond this
+
+
+def _axis_weights(
+    start: torch.Tensor, bin_size: torch.Tensor, grid: torch.Tensor, bins: int, size: int, acc: torch.dtype
+) -> torch.Tensor:
+    """A[k, p, s]: total bilinear weight of input row (or column) s over the samples of bin p.
+
+    RoIAlign's bilinear weight factors into a y part and an x part, so a bin's average is
+    ``A_y[k] @ X[b_k] @ A_x[k]^T / count`` exactly.
+    """
+    k = start.shape[0]
+    dev = start.device
+    g = max(int(grid.max().item()), 1)
+    it = torch.arange(g, device=dev, dtype=acc)
+    bins_ix = torch.arange(bins, device=dev, dtype=acc)
+    gridf = grid.to(acc).clamp(min=1)
+    c = (
+        start[:, None, None]
+        + bins_ix[None, :, None] * bin_size[:, None, None]
+        + (it[None, None, :] + 0.5) * bin_size[:, None, None] / gridf[:, None, None]
+    )
+    used = (it[None, :] < grid[:, None]).to(acc)[:, None, :]
+    valid = ((c >= -1.0) & (c <= size)).to(acc) * used
+    c = c.clamp(min=0.0)
+    lo = c.long()  # NOTE: truncation == floor here since c >= 0, as the C cast in torchvision
+    edge = lo >= size - 1
+    lo = torch.where(edge, torch.full_like(lo, size - 1), lo)
+    hi = torch.where(edge, lo, lo + 1)
+    frac = torch.where(edge, torch.zeros_like(c), c - lo.to(acc))
+    a = torch.zeros(k, bins, size, dtype=acc, device=dev)
+    a.scatter_add_(2, lo.view(k, bins, g), ((1 - frac) * valid).view(k, bins, g))
+    a.scatter_add_(2, hi.view(k, bins, g), (frac * valid).view(k, bins, g))
+    return a
+
+
+def reference(
+    input: torch.Tensor,  # noqa: A002 (torchvision's argument name)
+    rois: torch.Tensor,
+    *,
+    output_size: tuple[int, int],
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = -1,
+    aligned: bool = False,
+) -> torch.Tensor:
+    """RoIAlign with plain torch ops; computes in fp32 (fp64 for fp64 inputs)."""
+    acc = torch.float64 if input.dtype == torch.float64 else torch.float32
+    x, r = input.to(acc), rois.to(acc)
+    _, c, h, w = x.shape
+    ph, pw = output_size
+    k = r.shape[0]
+    out = torch.zeros(k, c, ph, pw, dtype=acc, device=x.device)
+    if k == 0:
+        return out.to(input.dtype)
+    half = 0.5 if aligned else 0.0
+    b = r[:, 0].long()
+    x1 = r[:, 1] * spatial_scale - half
+    y1 = r[:, 2] * spatial_scale - half
+    rw = r[:, 3] * spatial_scale - half - x1
+    rh = r[:, 4] * spatial_scale - half - y1
+    if not aligned:
+        rw, rh = rw.clamp(min=1.0), rh.clamp(min=1.0)
+    bin_h, bin_w = rh / ph, rw / pw
+    if sampling_ratio > 0:
+        gh = gw = torch.full((k,), sampling_ratio, device=x.device, dtype=torch.long)
+    else:
+        gh, gw = torch.ceil(rh / ph).long(), torch.ceil(rw / pw).long()
+    count = (gh * gw).clamp(min=1).to(acc)
+    ay = _axis_weights(y1, bin_h, gh, ph, h, acc)
+    ax = _axis_weights(x1, bin_w, gw, pw, w, acc)
+    for n in torch.unique(b).tolist():
+        sel = (b == n).nonzero().view(-1)
+        out[sel] = torch.einsum("kph,chw,kqw->kcpq", ay[sel], x[n], ax[sel])
+    return (out / count.view(k, 1, 1, 1)).to(input.dtype)
+
+
+def shape(ins: Shapes, a: Attrs) -> list[tuple[Any, ...]]:
+    return [(ins["rois"][0], ins["input"][1], a.output_size[0], a.output_size[1])]
+
+
+def validate(ins: Shapes, a: Attrs) -> str | None:
+    if min(a.output_size) < 1:
+        return f"output_size {a.output_size} must be positive"
+    if ins["rois"][1] not in (-1, 5):
+        return f"rois must be [K, 5] (batch index, x1, y1, x2, y2), got {tuple(ins['rois'])}"
+    _, _, h, w = ins["input"]
+    if h > 0 and w > 0 and h * w >= 2**31:
+        return "an input plane of 2**31 elements or more is not supported"
+    return None
+
+
+def launch(info: LaunchInfo) -> Launch:
+    _, c, h, w = info.inputs["input"]
+    k = info.inputs["rois"][0]
+    a = info.attrs
+    total = k * c * a.output_size[0] * a.output_size[1]
+    blocks = min(cdiv(total, THREADS), _MAX_BLOCKS)
+    dt = "fp16" if info.dtype == torch.float16 else "fp32"
+    args = (
+        In("input"), In("rois"), Out(0), I32(k), I32(c), I32(h), I32(w),
+        I32(a.output_size[0]), I32(a.output_size[1]), F32(a.spatial_scale), I32(a.sampling_ratio),
+        I32(1 if a.aligned else 0),
+    )
+    return Launch(f"roi_align_{dt}", (blocks, 1, 1), THREADS, args)
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    if isinstance(v, (list, tuple)):
+        return (int(v[0]), int(v[1]))
+    return (int(v), int(v))
+
+
+def bind(call: Any) -> PluginCall:
+    """roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False)
+    or RoIAlign(output_size, spatial_scale, sampling_ratio, aligned).forward(input, rois)."""
+    if isinstance(call.target, type):
+        m = call.args[0]
+        args = list(call.args[1:])
+        input_ = args[0] if args else call.kwargs["input"]
+        boxes = args[1] if len(args) > 1 else call.kwargs["rois"]
+        attrs = {
+            "output_size": _pair(m.output_size), "spatial_scale": m.spatial_scale,
+            "sampling_ratio": m.sampling_ratio, "aligned": m.aligned,
+        }
+        return PluginCall([input_, boxes], attrs)
+    attrs = {
+        "output_size": _pair(call.arg(2, "output_size")),
+        "spatial_scale": call.arg(3, "spatial_scale", 1.0),
+        "sampling_ratio": call.arg(4, "sampling_ratio", -1),
+        "aligned": call.arg(5, "aligned", False),
+    }
+    return PluginCall([call.arg(0, "input"), call.arg(1, "boxes")], attrs)
+
+
+def rois_from_boxes(ctx: Any, boxes: list[torch.Tensor] | tuple[torch.Tensor, ...]) -> Any:
+    """The [K, 5] rois network tensor for a list of per-image [L_i, 4] boxes (torchvision's format)."""
+    if not any(ctx.is_traced(b) for b in boxes):
+        dtype = boxes[0].dtype if boxes else torch.float32
+        idx = [torch.full((b.shape[0], 1), float(i), dtype=dtype, device=b.device) for i, b in enumerate(boxes)]
+        return ctx.itensor(torch.cat([torch.cat([i, b], 1) for i, b in zip(idx, boxes, strict=True)], 0))
+    parts = []
+    for i, b in enumerate(boxes):
+        it = ctx.itensor(b)
+        if it.shape[0] < 0:
+            raise ConversionError(
+                "roi_align with a list of boxes needs a static box count per image; pass one [K, 5] rois "
+                "tensor (batch index, x1, y1, x2, y2) for dynamic box counts"
+            )
+        col = ctx.constant(torch.full((int(it.shape[0]), 1), float(i), dtype=b.dtype))
+        cat = ctx.network.add_concatenation([col, it])
+        cat.axis = 1
+        parts.append(cat.get_output(0))
+    if len(parts) == 1:
+        return parts[0]
+    cat = ctx.network.add_concatenation(parts)
+    cat.axis = 0
+    return cat.get_output(0)
+
+
+def convert(ctx: Any, call: Any, pdef: PluginDef) -> Any:
+    bound = bind(call)
+    input_, boxes = bound.inputs
+    if isinstance(boxes, (list, tuple)):
+        if not all(isinstance(b, torch.Tensor) and b.dim() == 2 and b.shape[1] == 4 for b in boxes):
+            raise ConversionError("roi_align: a list of boxes must hold [L, 4] tensors")
+        rois = rois_from_boxes(ctx, boxes)
+        attrs = pdef.resolve_attrs(dict(bound.attrs))
+        return add_plugin(ctx, pdef, [input_, rois], attrs)
+    inputs, attrs = bind_call(pdef, call)
+    return add_plugin(ctx, pdef, inputs, attrs)
+
+
+PLUGIN = declare_plugin(
+    "roi_align",
+    version="1",
+    inputs=[Input("input", rank=4), Input("rois", rank=2)],
+    outputs=["output"],
+    attrs={
+        "output_size": ints_attr(length=2, doc="(pooled_h, pooled_w)"),
+        "spatial_scale": float_attr(1.0, doc="box coordinates are multiplied by this"),
+        "sampling_ratio": int_attr(-1, doc="samples per bin side; <= 0: adaptive ceil(roi size / bins)"),
+        "aligned": bool_attr(False, doc="shift boxes by -0.5 pixel (pixel-centre alignment)"),
+    },
+    shape=shape,
+    validate=validate,
+    reference=reference,
+    dtypes=(torch.float32, torch.float16),
+    cuda=CudaKernel(path=KERNEL, entry_points=("roi_align_fp32", "roi_align_fp16"), launch=launch),
+    targets=(torchvision.ops.roi_align, torchvision.ops.RoIAlign) if torchvision is not None else (),
+    bind=bind,
+    convert=convert,
+    doc="RoIAlign (torchvision.ops.roi_align).",
+)
+
+__all__ = ["KERNEL", "PLUGIN", "launch", "reference", "rois_from_boxes", "shape", "validate"]

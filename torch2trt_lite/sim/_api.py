@@ -59,6 +59,9 @@ def _enum_view(name: str, version: str) -> type:
     return view
 
 
+_LIST_METHODS = frozenset({"append", "clear", "extend", "insert", "pop", "remove", "count", "index", "reverse"})
+
+
 def _public_members(cls: type) -> set[str]:
     return {n for n in dir(cls) if not n.startswith("_")}
 
@@ -78,6 +81,8 @@ class Namespace:
             if name not in manifest["classes"]:
                 continue
             allowed = _manifest.class_members(version, name)
+            if manifest["classes"][name].get("container") == "bind_vector":
+                allowed = allowed | _LIST_METHODS  # pybind11's bind_vector gives list methods
             body: dict[str, Any] = {"_ns": self, "_versioned": True, "__module__": "tensorrt"}
             for member in _public_members(base) - allowed:
                 body[member] = _Absent(name, member, version)

@@ -29,7 +29,8 @@ from .._core import ILayer, RunContext, TensorInfo
 from .._enums import ENUMS, DataType
 
 PluginFieldType: Any = ENUMS["PluginFieldType"]
-_SHAPE_TYPES = (DataType["INT32"], DataType["INT64"])
+_DT: Any = DataType
+_SHAPE_TYPES = (_DT.INT32, _DT.INT64)
 
 
 # ------------------------------------------------------------------------------ plugin fields

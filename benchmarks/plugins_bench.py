@@ -1,0 +1,251 @@
+"""Time the built-in plugin kernels on a CUDA GPU and write the results as JSON.
+
+    python benchmarks/plugins_bench.py --out results/plugins_<gpu>.json [--repeats 200] [--quick]
+
+For each configuration and dtype (fp32, fp16) it times, with CUDA events (median of --repeats runs
+after --warmup runs):
+
+* the plugin kernel, launched through cuda-python exactly as the TensorRT plugin's enqueue does
+  (arguments packed once, so the host cost of packing is not in the kernel time);
+* the plugin's torch reference on the same CUDA tensors (plain torch ops, 100 runs; roi_align's
+  reference synchronizes with the host, which is part of its cost);
+* torchvision's own CUDA op;
+* a device-to-device copy of the same number of bytes the kernel reads and writes, and the copy
+  bandwidth of a large buffer measured in the same run, so kernel times can be read as a fraction
+  of what the memory system does.
+
+Kernel launches are queued behind a short GPU sleep so that back-to-back launches measure GPU time,
+not Python launch overhead. The JSON holds the device name and capability, torch/CUDA/NVRTC/
+cuda-python versions, the date and every measurement; nothing here is asserted (benchmarks are not
+tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime as dt
+import json
+import platform
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torchvision
+
+from torch2trt_lite.plugins import get_plugin, load_builtin_plugins, nvrtc
+from torch2trt_lite.plugins.api import PluginDef
+
+
+def cuda_time(fn: Callable[[], Any], repeats: int, warmup: int) -> dict[str, float]:
+    """Median/min/mean milliseconds of ``fn`` from per-run CUDA events."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    torch.cuda._sleep(20_000_000)  # NOTE: keeps the GPU busy while the host queues the runs below
+    for s, e in zip(starts, ends, strict=True):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    ms = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+    return {"median_ms": statistics.median(ms), "min_ms": min(ms), "mean_ms": statistics.fmean(ms), "runs": repeats}
+
+
+class PreparedKernel:
+    """A plugin's launches with arguments packed once: ``__call__`` only calls cuLaunchKernel."""
+
+    def __init__(self, pdef: PluginDef, inputs: list[torch.Tensor | None], attrs: dict[str, Any]) -> None:
+        assert pdef.cuda is not None
+        self.attrs = pdef.resolve_attrs(attrs)
+        present = [x for s, x in zip(pdef.inputs, inputs, strict=True) if s.present is None or self.attrs[s.present]]
+        self.tensors = [x.contiguous() for x in present if x is not None]
+        info = pdef.launch_info(self.attrs, [tuple(x.shape) for x in self.tensors], [x.dtype for x in self.tensors])
+        dev = self.tensors[0].device
+        self.outputs = [torch.empty(s, dtype=d, device=dev) for s, d in zip(info.outputs, info.output_dtypes, strict=True)]
+        ws = pdef.cuda.workspace_bytes(info)
+        self.ws = torch.empty(ws, dtype=torch.uint8, device=dev) if ws else None
+        self.drv = nvrtc._driver()
+        self.launches = []
+        for lc in pdef.cuda.launches(info):
+            fn = nvrtc.get_function(pdef.cuda, lc.kernel)
+            holders = nvrtc.pack_args(lc, info, [x.data_ptr() for x in self.tensors],
+                                      [o.data_ptr() for o in self.outputs], self.ws.data_ptr() if self.ws is not None else 0)
+            params = (ctypes.c_void_p * max(len(holders), 1))(*[ctypes.addressof(h) for h in holders])
+            self.launches.append((fn, lc, holders, params))
+        self.kernels = [lc.kernel for _, lc, _, _ in self.launches]
+
+    def __call__(self) -> list[torch.Tensor]:
+        stream = self.drv.CUstream(torch.cuda.current_stream().cuda_stream)
+        for fn, lc, _, params in self.launches:
+            if 0 in lc.grid:
+                continue
+            err, *_ = self.drv.cuLaunchKernel(fn, *lc.grid, *lc.block, lc.shared_mem, stream, ctypes.addressof(params), 0)
+            if int(err) != 0:
+                raise RuntimeError(f"cuLaunchKernel({lc.kernel}) failed: {err}")
+        return self.outputs
+
+
+def nbytes(*ts: torch.Tensor | None) -> int:
+    return sum(t.numel() * t.element_size() for t in ts if t is not None)
+
+
+def copy_bandwidth_gbs(repeats: int, warmup: int, size: int = 1 << 28) -> dict[str, float]:
+    src = torch.empty(size, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = cuda_time(lambda: dst.copy_(src), repeats, warmup)
+    return {"bytes": size, **t, "read_plus_write_GBps": 2 * size / (t["median_ms"] * 1e-3) / 1e9}
+
+
+def copy_of(nb: int) -> Callable[[], Any]:
+    src = torch.empty(max(nb // 2, 1), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)  # NOTE: reads and writes nb bytes in all, like the kernel's traffic
+
+
+def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
+    return (got.float() - want.float()).abs().max().item() / max(want.float().abs().max().item(), 1e-6)
+
+
+def deform_configs(quick: bool) -> list[dict[str, Any]]:
+    cfgs = [
+        dict(name="dcnv2_r50_c3", n=8, cin=128, h=64, w=64, cout=128, k=3, groups=1, og=1, mask=True),
+        dict(name="dcnv1_c5_og4", n=4, cin=512, h=16, w=16, cout=512, k=3, groups=1, og=4, mask=False),
+        dict(name="dcn_depthwise", n=4, cin=64, h=56, w=56, cout=64, k=3, groups=64, og=1, mask=True),
+    ]
+    return cfgs[:1] if quick else cfgs
+
+
+def roi_configs(quick: bool) -> list[dict[str, Any]]:
+    cfgs = [
+        dict(name="fpn_p2_1000rois_7x7_sr2", n=2, c=256, h=200, w=304, k=1000, out=(7, 7), scale=0.25, sr=2, aligned=True),
+        dict(name="p4_512rois_14x14_adaptive", n=2, c=256, h=50, w=76, k=512, out=(14, 14), scale=1 / 16, sr=-1,
+             aligned=False),
+    ]
+    return cfgs[:1] if quick else cfgs
+
+
+def bench_deform(pdef: PluginDef, cfg: dict[str, Any], dtype: torch.dtype, repeats: int, warmup: int) -> dict[str, Any]:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    n, cin, h, w, cout, k = cfg["n"], cfg["cin"], cfg["h"], cfg["w"], cfg["cout"], cfg["k"]
+    x = torch.randn(n, cin, h, w, device="cuda", generator=g, dtype=dtype)
+    off = torch.randn(n, 2 * cfg["og"] * k * k, h, w, device="cuda", generator=g, dtype=dtype)
+    wt = (torch.randn(cout, cin // cfg["groups"], k, k, device="cuda", generator=g) * 0.05).to(dtype)
+    m = torch.rand(n, cfg["og"] * k * k, h, w, device="cuda", generator=g, dtype=dtype) if cfg["mask"] else None
+    b = torch.randn(cout, device="cuda", generator=g, dtype=dtype)
+    kw = {"stride": (1, 1), "padding": (k // 2, k // 2), "dilation": (1, 1)}
+    kernel = PreparedKernel(pdef, [x, off, wt, m, b], {**kw, "has_mask": m is not None, "has_bias": True})
+    (out,) = kernel()
+    ref = pdef.reference(x, off, wt, m, b, **kw)
+    flops = 2 * n * cout * h * w * (cin // cfg["groups"]) * k * k
+    res: dict[str, Any] = {
+        "op": "deform_conv2d", **cfg, "dtype": str(dtype), "kernels": kernel.kernels,
+        "rel_err_vs_reference": rel_err(out, ref), "bytes_moved": nbytes(x, off, wt, m, b, out), "flops": flops,
+        "plugin": cuda_time(kernel, repeats, warmup),
+        "torch_reference": cuda_time(lambda: pdef.reference(x, off, wt, m, b, **kw), 100, 3),
+    }
+    try:
+        res["torchvision"] = cuda_time(lambda: torchvision.ops.deform_conv2d(x, off, wt, b, mask=m, **kw), repeats, warmup)
+    except (RuntimeError, NotImplementedError) as e:  # NOTE: torchvision builds without CUDA ops or fp16 support
+        res["torchvision"] = {"error": str(e).splitlines()[0]}
+    res["copy_same_bytes"] = cuda_time(copy_of(res["bytes_moved"]), repeats, warmup)
+    res["plugin_TFLOPs"] = flops / (res["plugin"]["median_ms"] * 1e-3) / 1e12
+    return res
+
+
+def bench_roi(pdef: PluginDef, cfg: dict[str, Any], dtype: torch.dtype, repeats: int, warmup: int) -> dict[str, Any]:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(cfg["n"], cfg["c"], cfg["h"], cfg["w"], device="cuda", generator=g, dtype=dtype)
+    img = torch.tensor([cfg["w"], cfg["h"]], device="cuda") / cfg["scale"]
+    xy = torch.rand(cfg["k"], 2, device="cuda", generator=g) * img * 0.8
+    wh = torch.rand(cfg["k"], 2, device="cuda", generator=g) * img * 0.3 + 4
+    bidx = torch.randint(0, cfg["n"], (cfg["k"], 1), device="cuda", generator=g).float()
+    rois = torch.cat([bidx, xy, xy + wh], 1).to(dtype)
+    attrs = {"output_size": cfg["out"], "spatial_scale": cfg["scale"], "sampling_ratio": cfg["sr"], "aligned": cfg["aligned"]}
+    kernel = PreparedKernel(pdef, [x, rois], attrs)
+    (out,) = kernel()
+    ref = pdef.reference(x, rois, **attrs)
+    res: dict[str, Any] = {
+        "op": "roi_align", **cfg, "dtype": str(dtype), "kernels": kernel.kernels,
+        "rel_err_vs_reference": rel_err(out, ref), "bytes_written": nbytes(out),
+        "plugin": cuda_time(kernel, repeats, warmup),
+        "torch_reference": cuda_time(lambda: pdef.reference(x, rois, **attrs), 100, 3),
+    }
+    try:
+        res["torchvision"] = cuda_time(
+            lambda: torchvision.ops.roi_align(x, rois, cfg["out"], cfg["scale"], cfg["sr"], cfg["aligned"]), repeats, warmup
+        )
+    except (RuntimeError, NotImplementedError) as e:
+        res["torchvision"] = {"error": str(e).splitlines()[0]}
+    res["copy_same_bytes"] = cuda_time(copy_of(2 * res["bytes_written"]), repeats, warmup)
+    return res
+
+
+def environment() -> dict[str, Any]:
+    import cuda.bindings
+
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(0),
+        "capability": list(torch.cuda.get_device_capability(0)),
+        "sm_count": props.multi_processor_count,
+        "memory_GiB": round(props.total_memory / 2**30, 1),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "torchvision": torchvision.__version__,
+        "cuda_python": getattr(cuda.bindings, "__version__", "?"),
+        "nvrtc": ".".join(map(str, nvrtc.nvrtc_version())),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="JSON file to write")
+    parser.add_argument("--repeats", type=int, default=200, help="timed runs per measurement (median reported)")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="one configuration per op")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("plugins_bench: no CUDA device; nothing to measure", file=sys.stderr)
+        return 2
+    if args.repeats < 100:
+        print("plugins_bench: --repeats below 100 gives unstable medians; using 100", file=sys.stderr)
+        args.repeats = 100
+    load_builtin_plugins()
+    dc, ra = get_plugin("deform_conv2d", "1"), get_plugin("roi_align", "1")
+    torch.backends.cudnn.benchmark = False
+    results: dict[str, Any] = {"environment": environment(), "settings": vars(args), "results": []}
+    results["copy_bandwidth"] = copy_bandwidth_gbs(args.repeats, args.warmup)
+    print(f"{results['environment']['device']}: copy {results['copy_bandwidth']['read_plus_write_GBps']:.0f} GB/s")
+    for dtype in (torch.float32, torch.float16):
+        for cfg in deform_configs(args.quick):
+            r = bench_deform(dc, cfg, dtype, args.repeats, args.warmup)
+            results["results"].append(r)
+            print(f"deform_conv2d {cfg['name']:18} {str(dtype):14} plugin {r['plugin']['median_ms']:.3f} ms "
+                  f"({r['plugin_TFLOPs']:.1f} TFLOP/s)  torchvision {r['torchvision'].get('median_ms', float('nan')):.3f} ms  "
+                  f"reference {r['torch_reference']['median_ms']:.3f} ms  err {r['rel_err_vs_reference']:.1e}")
+        for cfg in roi_configs(args.quick):
+            r = bench_roi(ra, cfg, dtype, args.repeats, args.warmup)
+            results["results"].append(r)
+            print(f"roi_align     {cfg['name']:18} {str(dtype):14} plugin {r['plugin']['median_ms']:.3f} ms  "
+                  f"torchvision {r['torchvision'].get('median_ms', float('nan')):.3f} ms  "
+                  f"reference {r['torch_reference']['median_ms']:.3f} ms  err {r['rel_err_vs_reference']:.1e}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(json.dumps(results, indent=2))
+    tmp.replace(out)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

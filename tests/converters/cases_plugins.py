@@ -1,0 +1,49 @@
+"""Harness cases: the built-in plugins (deform_conv2d, roi_align) run through convert on the sim."""
+
+from __future__ import annotations
+
+import torch
+import torchvision
+
+from tests.converters.harness import Case, randn
+
+
+def _deform_inputs() -> list[torch.Tensor]:
+    x = randn(1, 4, 9, 9, seed=1)
+    offset = randn(1, 2 * 3 * 3, 9, 9, seed=2) * 0.7
+    return [x, offset]
+
+
+class _DeformModule(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.op = torchvision.ops.DeformConv2d(4, 6, 3, padding=1)
+
+    def forward(self, x: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+        return self.op(x, offset)
+
+
+_W = randn(6, 4, 3, 3, seed=3)
+_BOXES = torch.tensor([[0, 1.0, 1.0, 6.5, 7.0], [0, 0.0, 2.0, 8.0, 5.5]])
+
+
+class _RoIAlignModule(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.op = torchvision.ops.RoIAlign((3, 3), spatial_scale=0.5, sampling_ratio=-1, aligned=True)
+
+    def forward(self, x: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+        return self.op(x, boxes)
+
+
+CASES = [
+    Case("deform_conv2d_fn", lambda x, off: torchvision.ops.deform_conv2d(x, off, _W, padding=(1, 1)),
+         _deform_inputs, targets=["torchvision.ops.deform_conv.deform_conv2d"], rtol=1e-4, atol=1e-4),
+    Case("deform_conv2d_module", _DeformModule, _deform_inputs, is_module=True,
+         targets=["torchvision.ops.deform_conv.DeformConv2d"], rtol=1e-4, atol=1e-4),
+    Case("roi_align_fn", lambda x, b: torchvision.ops.roi_align(x, b, (2, 2), 1.0, 2, False),
+         lambda: [randn(1, 3, 10, 10, seed=4), _BOXES.clone()], targets=["torchvision.ops.roi_align.roi_align"]),
+    Case("roi_align_module", _RoIAlignModule, lambda: [randn(1, 3, 16, 16, seed=5), _BOXES.clone()],
+         is_module=True, targets=["torchvision.ops.roi_align.RoIAlign"]),
+]

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Device check of the CUDA plugins, for a lent GPU machine (written for one H200; ~4-6 minutes).
+#
+#   OUT=/path/to/results bash tools/device_check.sh
+#
+# 1. installs this checkout (pip install --no-deps --no-build-isolation -e .) into the Python on
+#    PATH (or $PYTHON), which must already have torch, torchvision and cuda-python;
+# 2. runs the GPU tests of the plugins (pytest -m gpu tests/test_plugins_gpu.py), JUnit XML + log;
+# 3. runs benchmarks/plugins_bench.py, JSON + log.
+# Everything lands under $OUT (default: ./device_check_out). Exit status: 0 when every step passed.
+set -uo pipefail
+
+OUT="${OUT:-$(pwd)/device_check_out}"
+PY="${PYTHON:-python3}"
+REPEATS="${REPEATS:-200}"
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+status=0
+
+step() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$OUT/steps.log"; }
+
+step "machine"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
+  "$PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())'
+  "$PY" -c 'import cuda.bindings as b; print("cuda-python", b.__version__)' || echo "cuda-python missing: pip install cuda-python"
+  "$PY" -c 'import tensorrt as t; print("tensorrt", t.__version__)' 2>/dev/null || echo "tensorrt not installed (TensorRT tests will skip)"
+} 2>&1 | tee "$OUT/machine.txt"
+
+step "install"
+if ! "$PY" -m pip install --no-deps --no-build-isolation -e . >"$OUT/pip.log" 2>&1; then
+  echo "pip install failed; see $OUT/pip.log" | tee -a "$OUT/steps.log"
+  tail -20 "$OUT/pip.log"
+  exit 1
+fi
+
+export TORCH2TRT_LITE_CACHE="$OUT/nvrtc-cache"
+
+step "gpu tests"
+timeout 300 "$PY" -m pytest -m gpu tests/test_plugins_gpu.py -q -rs -s -p no:cacheprovider \
+  --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+step "benchmark"
+timeout 300 "$PY" benchmarks/plugins_bench.py --out "$OUT/plugins_bench.json" --repeats "$REPEATS" 2>&1 \
+  | tee "$OUT/plugins_bench.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+step "done (status $status)"
+exit "$status"
