@@ -74,6 +74,26 @@ class ConversionContext:
     def set_lazy(self, t: torch.Tensor, make: Callable[[], Any]) -> None:
         self._map[t] = (_Lazy(make), t._version)
 
+    def aliases(self, it: Any) -> list[torch.Tensor]:
+        """The traced torch tensors now mapped to the network tensor ``it`` (a converter that rewrites
+        the layer producing ``it``, like batch-norm folding, re-maps all of them)."""
+        return [t for t, (v, _) in list(self._map.items()) if v is it]
+
+    def mapped(self, t: torch.Tensor) -> tuple[Any, int] | None:
+        """(network tensor, version it was recorded at) of a traced tensor, without the version check.
+
+        For converters that can prove a newer version is still described by the network tensor
+        (``x[i] += v`` writes the modified view back with ``__setitem__``).
+        """
+        entry = self._map.get(t)
+        if entry is None:
+            return None
+        it, version = entry
+        if isinstance(it, _Lazy):
+            it = it.make()
+            self._map[t] = (it, version)
+        return it, version
+
     def itensor(self, x: Any, dtype: torch.dtype | None = None) -> Any:
         """The network tensor for ``x`` (traced tensor, untraced tensor, Python scalar), cast to ``dtype``."""
         if isinstance(x, torch.Tensor):
@@ -108,7 +128,9 @@ class ConversionContext:
     def constant(self, value: Any, shape: Sequence[int] | None = None) -> Any:
         """A constant layer holding ``value`` (torch tensor, numpy array or scalar)."""
         arr = self.weights(value)
-        dims = tuple(arr.shape) if shape is None else tuple(shape)
+        # NOTE: np.ascontiguousarray makes 0-d arrays 1-d; take the dims from the value itself.
+        dims = tuple(np.shape(value) if not isinstance(value, torch.Tensor) else value.shape) if shape is None \
+            else tuple(shape)
         layer = self.network.add_constant(dims, arr)
         return layer.get_output(0)
 

@@ -125,6 +125,10 @@ class _Guard(TorchFunctionMode):
         if name in _METADATA or not tracer.touches_traced(args, kwargs):
             return func(*args, **kwargs)
         record = _ORIGINALS.get(id(func))
+        if record is None and getattr(func, "__name__", None) == "__get__":  # a Tensor property (x.T)
+            prop = tracer.registry.get(f"torch.Tensor.{name}")
+            if prop is not None and prop.kind == "property":
+                return _dispatch(prop, func, args, kwargs)
         if record is not None:
             # NOTE: a reference to the original taken before patching (``self.act = F.relu``)
             # reaches us here instead of through the patched attribute: convert it all the same.
@@ -336,13 +340,37 @@ def _dispatch(record: ConverterRecord, original: Any, args: tuple[Any, ...], kwa
         return original(*args, **kwargs)
     tracer.busy = True
     try:
-        before = tracer.ctx.versions(args, kwargs)
+        ctx = tracer.ctx
+        before = ctx.versions(args, kwargs)
+        snap = None
+        if (
+            args and isinstance(args[0], torch.Tensor) and ctx.network is not None
+            and _is_inplace(record.qualname) and not ctx.is_traced(args[0])
+        ):
+            # NOTE: an in-place op on an untraced tensor (``buf.add_(x)``): its converter must read
+            # the value from before the op, which running the original first would overwrite.
+            snap = args[0].detach().clone()
         out = original(*args, **kwargs)
-        tracer.ctx.refresh_versions(before)  # in-place ops: the converter reads the inputs as they were
+        ctx.refresh_versions(before)  # in-place ops: the converter reads the inputs as they were
+        if snap is not None:
+            ctx.set_lazy(args[0], functools.partial(ctx.constant, snap))
         tracer.convert_call(record, args, kwargs, out)
     finally:
         tracer.busy = False
     return out
+
+
+_INPLACE_DUNDERS = frozenset(
+    {
+        "__iadd__", "__isub__", "__imul__", "__itruediv__", "__idiv__", "__ifloordiv__", "__imod__", "__ipow__",
+        "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__", "__setitem__",
+    }
+)
+
+
+def _is_inplace(qualname: str) -> bool:
+    name = qualname.rsplit(".", 1)[-1]
+    return name in _INPLACE_DUNDERS or (name.endswith("_") and not name.endswith("__"))
 
 
 def patched_originals() -> list[tuple[Any, str, Any]]:

@@ -47,18 +47,27 @@ def _layer_classes() -> dict[str, type[ILayer]]:
 
 
 # ------------------------------------------------------------------------------- encoding
+_ALIGN = 64  # blob offsets are aligned so a loaded plan's weights are zero-copy views
+
+
 class _Blobs:
     def __init__(self) -> None:
-        self.parts: list[bytes] = []
+        self.parts: list[Any] = []
         self.size = 0
 
     def add(self, t: torch.Tensor) -> tuple[int, int]:
         t = t.detach().contiguous().cpu()
-        raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        n = t.numel() * t.element_size()
+        if n == 0:
+            return self.size, 0
+        pad = -self.size % _ALIGN
+        if pad:
+            self.parts.append(bytes(pad))
+            self.size += pad
         off = self.size
-        self.parts.append(raw)
-        self.size += len(raw)
-        return off, len(raw)
+        self.parts.append(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
+        self.size += n
+        return off, n
 
 
 def encode_value(v: Any, blobs: _Blobs) -> Any:
@@ -85,7 +94,7 @@ def encode_value(v: Any, blobs: _Blobs) -> Any:
     raise BuildError(f"cannot serialize a value of type {type(v).__name__}")
 
 
-def decode_value(v: Any, blob: memoryview) -> Any:
+def decode_value(v: Any, blob: torch.Tensor) -> Any:
     if isinstance(v, dict):
         if "__e__" in v:
             enum_name, _, member = v["__e__"].rpartition(".")
@@ -94,10 +103,9 @@ def decode_value(v: Any, blob: memoryview) -> Any:
             off, n = v.get("__w__") or v["__t__"]
             dt = DataType.__members__[v["dtype"]]
             tdt = _dtypes.torch_dtype(dt)
-            if off < 0 or n < 0 or off + n > len(blob):
+            if off < 0 or n < 0 or off + n > len(blob) or (n and off % _ALIGN):
                 raise EngineFileError("plan is corrupt: a weight blob lies outside the file")
-            raw = bytearray(blob[off : off + n])
-            t = torch.frombuffer(raw, dtype=tdt) if n else torch.empty(0, dtype=tdt)
+            t = blob[off : off + n].view(tdt) if n else torch.empty(0, dtype=tdt)
             t = t.reshape(v["shape"])
             if "__t__" in v:
                 return t
@@ -200,8 +208,12 @@ def build(network: Any, config: Any, api_version: str) -> bytes:
         "layers": recs,
     }
     body = json.dumps(header, separators=(",", ":")).encode()
-    out = _HEAD.pack(MAGIC, FORMAT_VERSION, len(body)) + body + b"".join(blobs.parts)
-    return out + hashlib.sha256(out).digest()
+    parts = [_HEAD.pack(MAGIC, FORMAT_VERSION, len(body)), body, *blobs.parts]
+    digest = hashlib.sha256()
+    for p in parts:
+        digest.update(p)
+    parts.append(digest.digest())
+    return b"".join(parts)
 
 
 # ----------------------------------------------------------------------------------- load
@@ -229,7 +241,9 @@ def parse(data: bytes | bytearray | memoryview) -> tuple[dict[str, Any], memoryv
     return header, buf[start + n : len(buf) - 32]
 
 
-def restore_layers(header: dict[str, Any], blob: memoryview, ns: Any) -> list[ILayer]:
+def restore_layers(header: dict[str, Any], raw: memoryview, ns: Any) -> list[ILayer]:
+    # NOTE: one copy of the weight area; every weight is then a view into it.
+    blob = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if len(raw) else torch.empty(0, dtype=torch.uint8)
     classes = _layer_classes()
     layers: list[ILayer] = []
     for rec in header["layers"]:

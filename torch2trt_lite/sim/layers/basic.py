@@ -137,7 +137,7 @@ class IElementWiseLayer(ILayer):
 
 
 _U = UnaryOperation
-_UNARY_FN = {
+_UNARY_FN: dict[Any, Any] = {
     _U.EXP: torch.exp, _U.LOG: torch.log, _U.SQRT: torch.sqrt, _U.RECIP: torch.reciprocal,
     _U.ABS: torch.abs, _U.NEG: torch.neg, _U.SIN: torch.sin, _U.COS: torch.cos, _U.TAN: torch.tan,
     _U.SINH: torch.sinh, _U.COSH: torch.cosh, _U.ASIN: torch.asin, _U.ACOS: torch.acos,

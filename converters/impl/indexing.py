@@ -1,0 +1,289 @@
+"""Indexing builders: torch's ``x[idx]`` (basic and advanced), functional ``x[idx] = v``, gathers and scatters.
+
+An index is first normalized into a list of items, one per indexed dim (ellipsis expanded, bool
+masks of untraced tensors turned into integer indices, ints turned into 0-d advanced indices when
+advanced indexing is present), which both ``getitem`` and ``setitem`` consume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from torch2trt_lite.context import ConversionContext
+from torch2trt_lite.errors import ConversionError
+
+from . import elementwise as E
+from . import shape as S
+
+
+@dataclass
+class Item:
+    kind: str  # "slice", "int", "none", "adv"
+    value: Any = None  # slice / int / index tensor (torch tensor, maybe traced)
+
+
+def _as_index_tensor(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        return v
+    return torch.tensor(v)
+
+
+def normalize(x: torch.Tensor, index: Any, traced: Any) -> list[Item]:
+    """Items of ``x[index]`` (see module docstring); ``traced(t)`` tells traced tensors apart."""
+    idx = index if isinstance(index, tuple) else (index,)
+    items: list[Item] = []
+    for v in idx:
+        if v is None:
+            items.append(Item("none"))
+        elif v is Ellipsis:
+            items.append(Item("ellipsis"))
+        elif isinstance(v, bool):
+            if not v:
+                raise ConversionError("indexing with False gives an empty tensor")
+            items.append(Item("none"))
+        elif isinstance(v, int):
+            items.append(Item("int", int(v)))
+        elif isinstance(v, slice):
+            items.append(Item("slice", v))
+        elif isinstance(v, (torch.Tensor, list, tuple)):
+            t = _as_index_tensor(v)
+            if t.dtype in (torch.bool, torch.uint8):
+                if traced(t):
+                    raise ConversionError(
+                        "indexing with a traced boolean mask has a data-dependent shape (use torch.where or "
+                        "masked_fill instead)"
+                    )
+                for comp in t.nonzero(as_tuple=True):
+                    items.append(Item("adv", comp))
+                if t.dim() == 0:
+                    items.append(Item("none"))
+            elif t.is_floating_point():
+                raise ConversionError(f"tensors used as indices must be integer or bool, got {t.dtype}")
+            else:
+                items.append(Item("adv", t))
+        else:
+            raise ConversionError(f"unsupported index of type {type(v).__name__}")
+    consuming = sum(1 for it in items if it.kind in ("int", "slice", "adv"))
+    if consuming > x.dim():
+        raise ConversionError(f"too many indices for a tensor of dimension {x.dim()}")
+    out: list[Item] = []
+    seen_ellipsis = False
+    for it in items:
+        if it.kind == "ellipsis":
+            if seen_ellipsis:
+                raise ConversionError("an index can only have a single ellipsis")
+            seen_ellipsis = True
+            out.extend(Item("slice", slice(None)) for _ in range(x.dim() - consuming))
+        else:
+            out.append(it)
+    # NOTE: unlike numpy, torch applies int indices as basic selects even beside index tensors
+    # (``x[1, :, [0, 3]]`` has shape (5, 2) for x of shape (4, 5, 6)).
+    return out
+
+
+def _wrap_index(ctx: ConversionContext, idx: Any, size: int) -> Any:
+    """An INT64 network tensor of ``idx`` with negative entries wrapped (``i + size`` when ``i < 0``)."""
+    if isinstance(idx, torch.Tensor) and not ctx.is_traced(idx):
+        t = idx.to(torch.int64)
+        if bool((t >= size).any()) or bool((t < -size).any()):
+            raise ConversionError(f"index out of range for a dim of size {size}")
+        return ctx.constant(torch.where(t < 0, t + size, t))
+    it = ctx.cast(ctx.itensor(idx) if not E.is_itensor(idx) else idx, torch.int64)
+    zero = E.scalar(ctx, 0, torch.int64)
+    neg = E.ew(ctx, it, zero, "LESS")
+    return E.select(ctx, neg, E.ew(ctx, it, E.scalar(ctx, size, torch.int64), "SUM"), it)
+
+
+def _adjacent(items: Sequence[Item]) -> bool:
+    """Whether the index tensors sit next to each other (ints between them do not count; None does)."""
+    items = [it for it in items if it.kind != "int"]
+    pos = [i for i, it in enumerate(items) if it.kind == "adv"]
+    return bool(pos) and pos[-1] - pos[0] + 1 == len(pos)
+
+
+def _basic_slice(ctx: ConversionContext, it: Any, shape: Sequence[int], items: Sequence[Item]) -> Any:
+    """One slice layer for every slice and int item (ints keep a size-1 dim, dropped by the final reshape)."""
+    n = len(shape)
+    starts, sizes, strides = [0] * n, list(shape), [1] * n
+    d = 0
+    for item in items:
+        if item.kind == "none":
+            continue
+        if item.kind == "slice":
+            step = 1 if item.value.step is None else int(item.value.step)
+            if step <= 0:
+                raise ConversionError(f"slice step must be positive, got {step}")
+            b, e, _ = item.value.indices(shape[d])
+            starts[d], sizes[d], strides[d] = b, len(range(b, e, step)), step
+        elif item.kind == "int":
+            i = item.value + shape[d] if item.value < 0 else item.value
+            if not 0 <= i < shape[d]:
+                raise ConversionError(f"index {item.value} is out of bounds for a dim of size {shape[d]}")
+            starts[d], sizes[d] = i, 1
+        d += 1
+    if starts == [0] * n and sizes == list(shape) and strides == [1] * n:
+        return it
+    if 0 in sizes:
+        starts = [0] * n
+    return ctx.network.add_slice(it, tuple(starts), tuple(sizes), tuple(strides)).get_output(0)
+
+
+def broadcast_indices(ctx: ConversionContext, idxs: Sequence[Any], sizes: Sequence[int]) -> tuple[list[Any], tuple]:
+    """Wrapped INT64 index tensors broadcast to one shape (returned with that shape)."""
+    shapes = [tuple(i.shape) for i in idxs]
+    bshape = tuple(torch.broadcast_shapes(*shapes)) if shapes else ()
+    out = []
+    for i, size in zip(idxs, sizes, strict=True):
+        w = _wrap_index(ctx, i, size)
+        w = S.expand(ctx, w, bshape) if tuple(w.shape) != bshape else w
+        out.append(w)
+    return out, bshape
+
+
+def getitem(ctx: ConversionContext, x: torch.Tensor, index: Any, out_shape: Sequence[int], it: Any = None) -> Any:
+    """``x[index]`` as a network tensor (of ``it`` when given: x's network tensor at another version)."""
+    items = normalize(x, index, ctx.is_traced)
+    it = ctx.itensor(x) if it is None else it
+    shape = tuple(x.shape)
+    it = _basic_slice(ctx, it, shape, items)
+    adv = [(d, item.value) for d, item in enumerate(i for i in items if i.kind != "none") if item.kind == "adv"]
+    if adv:
+        cur = tuple(it.shape)
+        dims = [d for d, _ in adv]
+        idxs, bshape = broadcast_indices(ctx, [v for _, v in adv], [cur[d] for d in dims])
+        if len(adv) == 1:
+            it = ctx.network.add_gather(it, idxs[0], dims[0]).get_output(0)
+        else:
+            rest = [d for d in range(len(cur)) if d not in dims]
+            it = S.permute(ctx, it, dims + rest)
+            it = S.flatten(ctx, it, 0, len(dims) - 1)
+            lin = idxs[0]
+            for d, i in zip(dims[1:], idxs[1:], strict=True):
+                lin = E.ew(ctx, E.ew(ctx, lin, E.scalar(ctx, cur[d], torch.int64), "PROD"), i, "SUM")
+            it = ctx.network.add_gather(it, lin, 0).get_output(0)
+            if _adjacent(items):
+                nb = len(bshape)
+                p = dims[0]  # kept dims before the block
+                if p:
+                    r = len(tuple(it.shape))
+                    perm = list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, r))
+                    it = S.permute(ctx, it, perm)
+    return S.reshape(ctx, it, tuple(out_shape))
+
+
+def setitem(ctx: ConversionContext, x: torch.Tensor, base: Any, index: Any, value: Any) -> Any:
+    """The network tensor of ``x`` after ``x[index] = value`` (``base`` is x's tensor before it)."""
+    items = normalize(x, index, ctx.is_traced)
+    shape = tuple(x.shape)
+    n = len(shape)
+    dtype = x.dtype
+    real = [i for i in items if i.kind != "none"]
+    real += [Item("slice", slice(None))] * (n - len(real))
+    # the region's shape as x[index] shows it, to broadcast the value the way torch does
+    region_shape = tuple(x[index].shape)
+    if all(i.kind in ("slice", "int") for i in real):
+        return _set_box(ctx, base, shape, real, value, dtype, region_shape)
+    return _set_advanced(ctx, base, shape, items, real, value, dtype)
+
+
+def _value_it(ctx: ConversionContext, value: Any, dtype: torch.dtype) -> Any:
+    return E.operand(ctx, value, dtype)
+
+
+def _set_box(
+    ctx: ConversionContext, base: Any, shape: tuple, real: list[Item], value: Any, dtype: torch.dtype,
+    region_shape: tuple,
+) -> Any:
+    """A strided box region: ND scatter over the restricted dims (moved to the front)."""
+    n = len(shape)
+    sets: list[list[int]] = []
+    for d, item in enumerate(real):
+        if item.kind == "slice":
+            sets.append(list(range(*item.value.indices(shape[d]))))
+        else:
+            i = item.value + shape[d] if item.value < 0 else item.value
+            sets.append([i])
+    restricted = [d for d in range(n) if len(sets[d]) != shape[d]]
+    val = _value_it(ctx, value, dtype)
+    # value broadcast to the full box shape (ints keep size-1 dims)
+    box = tuple(len(s) for s in sets)
+    val = S.expand(ctx, val, region_shape) if tuple(val.shape) != tuple(region_shape) else val
+    val = S.reshape(ctx, val, box) if tuple(val.shape) != box else val
+    if any(b == 0 for b in box):
+        return ctx.network.add_identity(base).get_output(0)
+    if not restricted:
+        return ctx.network.add_identity(val).get_output(0)
+    if len(restricted) == 1 and sets[restricted[0]] == list(range(sets[restricted[0]][0],
+                                                                  sets[restricted[0]][-1] + 1)):
+        d = restricted[0]
+        a, b = sets[d][0], sets[d][-1] + 1
+        parts = []
+        if a > 0:
+            parts.append(S.slice_(ctx, base, d, 0, a))
+        parts.append(val)
+        if b < shape[d]:
+            parts.append(S.slice_(ctx, base, d, b, None))
+        return S.concat(ctx, parts, d)
+    full = [d for d in range(n) if d not in restricted]
+    perm = restricted + full
+    data = S.permute(ctx, base, perm)
+    upd = S.permute(ctx, val, perm)
+    grids = torch.meshgrid(*[torch.tensor(sets[d], dtype=torch.int64) for d in restricted], indexing="ij")
+    coords = torch.stack(grids, dim=-1)  # (|S_1|, ..., |S_k|, k)
+    layer = ctx.network.add_scatter(data, ctx.constant(coords), upd, ctx.trt.ScatterMode.ND)
+    out = layer.get_output(0)
+    inv = [perm.index(i) for i in range(n)]
+    return S.permute(ctx, out, inv)
+
+
+def _set_advanced(
+    ctx: ConversionContext, base: Any, shape: tuple, items: list[Item], real: list[Item], value: Any,
+    dtype: torch.dtype,
+) -> Any:
+    """Integer index tensors (with full slices elsewhere): ND scatter with the advanced dims in front."""
+    n = len(shape)
+    if any(i.kind == "slice" and i.value != slice(None) for i in real) or any(i.kind == "none" for i in items):
+        raise ConversionError("assignment mixing index tensors with partial slices or None is not supported")
+    adv_dims = [d for d, i in enumerate(real) if i.kind == "adv"]
+    cdims = [d for d, i in enumerate(real) if i.kind in ("adv", "int")]  # dims given coordinates
+    cvals = [real[d].value if real[d].kind == "adv" else torch.tensor(real[d].value) for d in cdims]
+    idxs, bshape = broadcast_indices(ctx, cvals, [shape[d] for d in cdims])
+    rest = [d for d in range(n) if d not in cdims]
+    perm = cdims + rest
+    data = S.permute(ctx, base, perm)
+    coords = S.concat(ctx, [S.unsqueeze(ctx, i, -1) for i in idxs], -1) if len(idxs) > 1 else S.unsqueeze(
+        ctx, idxs[0], -1)
+    # torch's x[idx] layout: the block at the first index tensor when they are adjacent, else in front
+    nb = len(bshape)
+    p = sum(1 for d in rest if d < adv_dims[0]) if _adjacent(real) else 0
+    getitem_shape = tuple(shape[d] for d in rest[:p]) + bshape + tuple(shape[d] for d in rest[p:])
+    val = _value_it(ctx, value, dtype)
+    val = S.expand(ctx, val, getitem_shape) if tuple(val.shape) != getitem_shape else val
+    if p:
+        r = len(getitem_shape)
+        vperm = list(range(p, p + nb)) + list(range(p)) + list(range(p + nb, r))
+        val = S.permute(ctx, val, vperm)
+    out = ctx.network.add_scatter(data, coords, val, ctx.trt.ScatterMode.ND).get_output(0)
+    inv = [perm.index(i) for i in range(n)]
+    return S.permute(ctx, out, inv)
+
+
+def masked_set(ctx: ConversionContext, base: Any, shape: tuple, mask: Any, value: Any, dtype: torch.dtype) -> Any:
+    """``x[mask] = value`` for a (traced) boolean mask over x's leading dims and a broadcastable value."""
+    m = E.to_bool(ctx, ctx.itensor(mask) if not E.is_itensor(mask) else mask)
+    r = len(tuple(m.shape))
+    if r < len(shape):
+        m = S.reshape_spec(ctx, m, [S.Copy(i) for i in range(r)] + [1] * (len(shape) - r))
+    return E.select(ctx, m, _value_it(ctx, value, dtype), base)
+
+
+def one_hot(ctx: ConversionContext, idx: Any, depth: int, dtype: torch.dtype) -> Any:
+    """``idx`` (INT64) one-hot along a new last axis, as ``dtype``."""
+    u = S.unsqueeze(ctx, idx, -1)
+    r = len(tuple(u.shape))
+    ar = ctx.constant(torch.arange(depth, dtype=torch.int64).reshape((1,) * (r - 1) + (depth,)))
+    return ctx.cast(E.ew(ctx, u, ar, "EQUAL"), dtype)

@@ -1,0 +1,151 @@
+"""Reduction builders: reduce over dims (keepdim, negative and multiple dims), top-k, statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from torch2trt_lite.context import ConversionContext
+from torch2trt_lite.errors import ConversionError
+
+from . import elementwise as E
+from . import shape as S
+
+_TOPK_OK = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64)
+_REDUCE_OK = (torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int32, torch.int64)
+TOPK_MAX_K = 3840  # TensorRT's limit on k (and on a sort's length)
+
+
+def dims_of(dim: Any, n: int) -> list[int]:
+    """Normalized dims of a reduction (``None`` and ``()`` mean every dim)."""
+    if dim is None:
+        return list(range(n))
+    if isinstance(dim, int):
+        return [S.norm_dim(dim, max(n, 1))] if n else []
+    return S.norm_dims(list(dim), n) if list(dim) else list(range(n))
+
+
+def _mask(dims: Sequence[int]) -> int:
+    m = 0
+    for d in dims:
+        m |= 1 << d
+    return m
+
+
+def reduce(ctx: ConversionContext, it: Any, op: str, dims: Sequence[int], keepdim: bool) -> Any:
+    """A reduce layer (``op`` a ReduceOperation name) over normalized ``dims``."""
+    n = len(tuple(it.shape))
+    if n == 0 or not dims:
+        return ctx.network.add_identity(it).get_output(0)
+    layer = ctx.network.add_reduce(it, getattr(ctx.trt.ReduceOperation, op), _mask(dims), bool(keepdim))
+    return layer.get_output(0)
+
+
+def count(shape: Sequence[int], dims: Sequence[int]) -> int:
+    c = 1
+    for d in dims:
+        c *= int(shape[d])
+    return c
+
+
+def variance(ctx: ConversionContext, it: Any, dims: Sequence[int], correction: float, keepdim: bool) -> Any:
+    """Var over ``dims`` with ``correction`` (Bessel's for 1), in ``it``'s float dtype."""
+    dt = E.dtype_of(ctx, it)
+    mean = reduce(ctx, it, "AVG", dims, True)
+    diff = E.ew(ctx, it, mean, "SUB")
+    ss = reduce(ctx, E.ew(ctx, diff, diff, "PROD"), "SUM", dims, keepdim)
+    denom = max(count(tuple(it.shape), dims) - correction, 0)
+    return E.ew(ctx, ss, E.scalar(ctx, float(denom) if denom else 0.0, dt), "DIV")
+
+
+def logsumexp(ctx: ConversionContext, it: Any, dims: Sequence[int], keepdim: bool) -> Any:
+    """max + log(sum(exp(x - max))); a -inf max (all -inf) gives -inf like torch."""
+    dt = E.dtype_of(ctx, it)
+    top = reduce(ctx, it, "MAX", dims, True)
+    finite = E.select(ctx, E.unary(ctx, top, "ISINF"), E.scalar(ctx, 0, dt), top)
+    total = reduce(ctx, E.unary(ctx, E.ew(ctx, it, finite, "SUB"), "EXP"), "SUM", dims, keepdim)
+    base = finite if keepdim else S.squeeze(ctx, finite, list(dims))
+    return E.ew(ctx, E.unary(ctx, total, "LOG"), base, "SUM")
+
+
+def _topk_input(ctx: ConversionContext, it: Any) -> Any:
+    dt = E.dtype_of(ctx, it)
+    if dt in _TOPK_OK:
+        return it
+    return ctx.cast(it, torch.float32 if dt.is_floating_point else torch.int32)
+
+
+def topk(ctx: ConversionContext, it: Any, k: int, dim: int, largest: bool) -> tuple[Any, Any]:
+    """(values, int64 indices) of the top ``k`` along ``dim`` (sorted); the input dtype is kept."""
+    n = len(tuple(it.shape))
+    if n == 0:
+        it = S.reshape(ctx, it, (1,))
+        v, i = topk(ctx, it, k, 0, largest)
+        return S.reshape(ctx, v, ()), S.reshape(ctx, i, ())
+    if k > TOPK_MAX_K:
+        raise ConversionError(f"top-k/sort of {k} elements exceeds TensorRT's limit of {TOPK_MAX_K}")
+    d = S.norm_dim(dim, n)
+    src_dt = E.dtype_of(ctx, it)
+    x = _topk_input(ctx, it)
+    perm = None
+    if d < n - 4:  # TensorRT sorts along one of the last four dims: move it last
+        perm = [i for i in range(n) if i != d] + [d]
+        x = S.permute(ctx, x, perm)
+        axis = n - 1
+    else:
+        axis = d
+    op = ctx.trt.TopKOperation.MAX if largest else ctx.trt.TopKOperation.MIN
+    layer = ctx.network.add_topk(x, op, int(k), 1 << axis)
+    values, indices = layer.get_output(0), ctx.cast(layer.get_output(1), torch.int64)
+    if perm is not None:
+        inv = [perm.index(i) for i in range(n)]
+        values, indices = S.permute(ctx, values, inv), S.permute(ctx, indices, inv)
+    return ctx.cast(values, src_dt), indices
+
+
+def arg_extreme(ctx: ConversionContext, it: Any, dim: Any, keepdim: bool, largest: bool) -> Any:
+    """argmax/argmin: int64 indices (over the flattened tensor when ``dim`` is None)."""
+    n = len(tuple(it.shape))
+    if dim is None:
+        flat = S.flatten(ctx, it, 0, -1) if n else S.reshape(ctx, it, (1,))
+        _, idx = topk(ctx, flat, 1, 0, largest)
+        return S.reshape(ctx, idx, (1,) * n if keepdim else ())
+    d = S.norm_dim(dim, max(n, 1)) if n else 0
+    if n == 0:
+        return ctx.constant(torch.zeros((), dtype=torch.int64))
+    _, idx = topk(ctx, it, 1, d, largest)
+    return idx if keepdim else S.squeeze(ctx, idx, d)
+
+
+def cumsum(ctx: ConversionContext, it: Any, dim: int) -> Any:
+    n = len(tuple(it.shape))
+    if n == 0:
+        return ctx.network.add_identity(it).get_output(0)
+    axis = ctx.constant(torch.tensor(S.norm_dim(dim, n), dtype=torch.int32))
+    layer = ctx.network.add_cumulative(it, axis, ctx.trt.CumulativeOperation.SUM, False, False)
+    return layer.get_output(0)
+
+
+def cumprod(ctx: ConversionContext, it: Any, dim: int) -> Any:
+    """Cumulative product from cumulative sums: exp(cumsum(log|x|)), the sign from the count of negatives,
+    and zero from the first zero on (TensorRT has no cumulative product)."""
+    dt = E.dtype_of(ctx, it)
+    n = len(tuple(it.shape))
+    if n == 0:
+        return ctx.network.add_identity(it).get_output(0)
+    work = dt if dt.is_floating_point else torch.float32
+    x = ctx.cast(it, work)
+    zero = E.scalar(ctx, 0, work)
+    is_zero = E.ew(ctx, x, zero, "EQUAL")
+    safe = E.select(ctx, is_zero, E.scalar(ctx, 1, work), E.unary(ctx, x, "ABS"))
+    mag = E.unary(ctx, cumsum(ctx, E.unary(ctx, safe, "LOG"), dim), "EXP")
+    negs = cumsum(ctx, ctx.cast(E.ew(ctx, x, zero, "LESS"), work), dim)
+    two = E.scalar(ctx, 2, work)
+    odd = E.ew(ctx, E.ew(ctx, negs, E.ew(ctx, E.unary(ctx, E.ew(ctx, negs, two, "DIV"), "FLOOR"), two, "PROD"),
+                         "SUB"), E.scalar(ctx, 0.5, work), "GREATER")
+    signed = E.select(ctx, odd, E.unary(ctx, mag, "NEG"), mag)
+    zeros_seen = E.ew(ctx, cumsum(ctx, ctx.cast(is_zero, work), dim), E.scalar(ctx, 0.5, work), "GREATER")
+    out = E.select(ctx, zeros_seen, zero, signed)
+    return ctx.cast(out, dt)

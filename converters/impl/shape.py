@@ -1,0 +1,314 @@
+"""Shape builders: reshape, permute, (un)squeeze, flatten, slice, concat, expand.
+
+Every builder takes and returns network tensors (``builder(ctx, itensor, ...) -> itensor``).
+Dims are taken from the network tensor's shape, so the builders stay valid when an input dim is
+dynamic (``-1``): copied dims use shuffle's 0 placeholder where the position is unchanged, one
+unknown dim becomes ``-1``, and otherwise the output shape is computed as a shape tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from torch2trt_lite.context import ConversionContext
+from torch2trt_lite.errors import ConversionError
+
+# A dim of a reshape spec: a static size (int >= 0), or ``Copy(i)``: dim ``i`` of the input.
+DimSpec = Any
+
+
+class Copy:
+    """Marks an output dim of a reshape as "the input's dim ``index``"."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"Copy({self.index})"
+
+
+def rank(it: Any) -> int:
+    return len(tuple(it.shape))
+
+
+def norm_dim(dim: int, n: int) -> int:
+    """``dim`` in ``[0, n)`` (Python-style negative dims)."""
+    d = int(dim)
+    if d < -n or d >= max(n, 1):
+        raise ConversionError(f"dim {dim} is out of range for a tensor of rank {n}")
+    return d + n if d < 0 else d
+
+
+def norm_dims(dims: int | Sequence[int] | None, n: int) -> list[int]:
+    """Normalized, sorted, de-duplicated dims; ``None`` or ``[]`` means every dim."""
+    if dims is None:
+        return list(range(n))
+    if isinstance(dims, int):
+        return [norm_dim(dims, n)]
+    dims = list(dims)
+    if not dims:
+        return list(range(n))
+    return sorted({norm_dim(d, n) for d in dims})
+
+
+# ------------------------------------------------------------------------ shape tensors
+def shape_of(ctx: ConversionContext, it: Any) -> Any:
+    """The INT64 shape tensor of ``it`` (a 1-D shape tensor)."""
+    out = ctx.network.add_shape(it).get_output(0)
+    return ctx.cast(out, _int64())
+
+
+def _int64() -> Any:
+    import torch
+
+    return torch.int64
+
+
+def _const_i64(ctx: ConversionContext, values: Sequence[int]) -> Any:
+    return ctx.constant(np.asarray(list(values), dtype=np.int64).reshape(len(values)))
+
+
+def dims_tensor(ctx: ConversionContext, it: Any, spec: Sequence[DimSpec]) -> Any:
+    """A 1-D INT64 shape tensor holding ``spec`` (static sizes and copies of ``it``'s dims)."""
+    parts: list[Any] = []
+    static: list[int] = []
+    shape = None
+    for d in spec:
+        if isinstance(d, Copy):
+            if static:
+                parts.append(_const_i64(ctx, static))
+                static = []
+            if shape is None:
+                shape = shape_of(ctx, it)
+            idx = _const_i64(ctx, [d.index])
+            parts.append(ctx.network.add_gather(shape, idx, 0).get_output(0))
+        else:
+            static.append(int(d))
+    if static:
+        parts.append(_const_i64(ctx, static))
+    if len(parts) == 1:
+        return parts[0]
+    layer = ctx.network.add_concatenation(parts)
+    layer.axis = 0
+    return layer.get_output(0)
+
+
+def reshape_spec(ctx: ConversionContext, it: Any, spec: Sequence[DimSpec]) -> Any:
+    """Reshape ``it`` to ``spec``; chooses static dims, 0 placeholders, -1, or a shape tensor."""
+    in_shape = tuple(it.shape)
+    dims: list[int] = []
+    unknown = 0
+    uses_placeholder = literal_zero = False
+    for pos, d in enumerate(spec):
+        if isinstance(d, Copy):
+            size = in_shape[d.index]
+            if size >= 0:
+                dims.append(size)
+                literal_zero = literal_zero or size == 0
+            elif d.index == pos:
+                dims.append(0)  # shuffle's placeholder: copy the input dim at this position
+                uses_placeholder = True
+            else:
+                dims.append(-1)
+                unknown += 1
+        else:
+            size = int(d)
+            literal_zero = literal_zero or size == 0
+            unknown += size < 0
+            dims.append(size)
+    if tuple(dims) == in_shape and all(s >= 0 for s in in_shape):
+        return it
+    layer = ctx.network.add_shuffle(it)
+    if unknown > 1 or (uses_placeholder and literal_zero):
+        layer.set_input(1, dims_tensor(ctx, it, spec))
+    else:
+        if literal_zero:
+            layer.zero_is_placeholder = False
+        layer.reshape_dims = tuple(dims)
+    return layer.get_output(0)
+
+
+# ---------------------------------------------------------------------------- builders
+def reshape(ctx: ConversionContext, it: Any, shape: Sequence[int] | Any) -> Any:
+    """``it.reshape(shape)``; ``shape`` is a sequence of ints (one may be -1) or a shape tensor."""
+    if not isinstance(shape, (list, tuple)):
+        layer = ctx.network.add_shuffle(it)
+        layer.set_input(1, shape)
+        return layer.get_output(0)
+    dims = tuple(int(d) for d in shape)
+    if dims == tuple(it.shape) and -1 not in dims:
+        return it
+    layer = ctx.network.add_shuffle(it)
+    if 0 in dims:
+        layer.zero_is_placeholder = False
+    layer.reshape_dims = dims
+    return layer.get_output(0)
+
+
+def permute(ctx: ConversionContext, it: Any, perm: Sequence[int]) -> Any:
+    """``it.permute(perm)`` (negative dims allowed)."""
+    n = rank(it)
+    p = tuple(norm_dim(d, n) for d in perm)
+    if sorted(p) != list(range(n)):
+        raise ConversionError(f"permutation {tuple(perm)} is not a permutation of {n} dims")
+    if p == tuple(range(n)):
+        return it
+    layer = ctx.network.add_shuffle(it)
+    layer.first_transpose = p
+    return layer.get_output(0)
+
+
+def transpose(ctx: ConversionContext, it: Any, dim0: int, dim1: int) -> Any:
+    """``it.transpose(dim0, dim1)``."""
+    n = rank(it)
+    perm = list(range(n))
+    a, b = norm_dim(dim0, n), norm_dim(dim1, n)
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute(ctx, it, perm)
+
+
+def unsqueeze(ctx: ConversionContext, it: Any, dim: int | Sequence[int]) -> Any:
+    """Insert size-1 dims at ``dim`` (positions in the output, negative allowed)."""
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    n_out = rank(it) + len(dims)
+    new = {norm_dim(d, n_out) for d in dims}
+    spec: list[DimSpec] = []
+    src = 0
+    for pos in range(n_out):
+        if pos in new:
+            spec.append(1)
+        else:
+            spec.append(Copy(src))
+            src += 1
+    return reshape_spec(ctx, it, spec)
+
+
+def squeeze(ctx: ConversionContext, it: Any, dim: int | Sequence[int] | None = None) -> Any:
+    """Remove size-1 dims (all of them, or those of ``dim`` that have size 1, like torch)."""
+    shape = tuple(it.shape)
+    n = len(shape)
+    cand = range(n) if dim is None else norm_dims(dim, n) if n else []
+    drop = {d for d in cand if shape[d] == 1}
+    if not drop:
+        return it
+    spec = [Copy(i) for i in range(n) if i not in drop]
+    return reshape_spec(ctx, it, spec)
+
+
+def flatten(ctx: ConversionContext, it: Any, start: int = 0, end: int = -1) -> Any:
+    """``torch.flatten(it, start, end)``."""
+    shape = tuple(it.shape)
+    n = len(shape)
+    if n == 0:
+        return reshape(ctx, it, (1,))
+    s, e = norm_dim(start, n), norm_dim(end, n)
+    if s > e:
+        raise ConversionError(f"flatten: start_dim {start} comes after end_dim {end}")
+    merged = shape[s : e + 1]
+    if all(d >= 0 for d in merged):
+        mid: DimSpec = int(np.prod(merged, dtype=np.int64))
+    else:
+        mid = -1
+    spec: list[DimSpec] = [Copy(i) for i in range(s)] + [mid] + [Copy(i) for i in range(e + 1, n)]
+    if mid == -1 and any(shape[i] < 0 for i in range(n) if i < s or i > e):
+        return _flatten_dynamic(ctx, it, s, e)
+    return reshape_spec(ctx, it, spec)
+
+
+def _flatten_dynamic(ctx: ConversionContext, it: Any, s: int, e: int) -> Any:
+    n = rank(it)
+    shape = shape_of(ctx, it)
+    prod = ctx.network.add_reduce(
+        ctx.network.add_slice(shape, (s,), (e - s + 1,), (1,)).get_output(0),
+        ctx.trt.ReduceOperation.PROD, 1, True,
+    ).get_output(0)
+    parts: list[Any] = []
+    if s > 0:
+        parts.append(ctx.network.add_slice(shape, (0,), (s,), (1,)).get_output(0))
+    parts.append(prod)
+    if e + 1 < n:
+        parts.append(ctx.network.add_slice(shape, (e + 1,), (n - e - 1,), (1,)).get_output(0))
+    cat = ctx.network.add_concatenation(parts)
+    cat.axis = 0
+    layer = ctx.network.add_shuffle(it)
+    layer.set_input(1, cat.get_output(0))
+    return layer.get_output(0)
+
+
+def slice_(
+    ctx: ConversionContext, it: Any, dim: int, start: int | None = None, stop: int | None = None, step: int = 1
+) -> Any:
+    """``it[..., start:stop:step, ...]`` along ``dim`` (Python slice semantics, step > 0)."""
+    shape = tuple(it.shape)
+    n = len(shape)
+    d = norm_dim(dim, n)
+    size = shape[d]
+    if size < 0:
+        raise ConversionError("slicing a dynamic dim is not supported yet")
+    step = 1 if step is None else int(step)
+    if step <= 0:
+        raise ConversionError(f"slice step must be positive, got {step}")
+    b, e, _ = slice(start, stop, step).indices(size)
+    length = len(range(b, e, step))
+    if b == 0 and length == size and step == 1:
+        return it
+    starts = [0] * n
+    starts[d] = b if length else 0
+    out_shape = [0 if s < 0 else s for s in shape]
+    out_shape[d] = length
+    strides = [1] * n
+    strides[d] = step
+    layer = ctx.network.add_slice(it, tuple(starts), tuple(out_shape), tuple(strides))
+    if any(s < 0 for s in shape):
+        full = dims_tensor(ctx, it, [length if i == d else Copy(i) for i in range(n)])
+        layer.set_input(2, full)
+    return layer.get_output(0)
+
+
+def slice_nd(
+    ctx: ConversionContext, it: Any, starts: Sequence[int], sizes: Sequence[int], strides: Sequence[int]
+) -> Any:
+    """A static N-d slice (all dims given)."""
+    return ctx.network.add_slice(it, tuple(starts), tuple(sizes), tuple(strides)).get_output(0)
+
+
+def concat(ctx: ConversionContext, its: Sequence[Any], dim: int) -> Any:
+    """``torch.cat(its, dim)``: inputs must already share dtype and rank."""
+    its = list(its)
+    if not its:
+        raise ConversionError("cat of an empty sequence")
+    if len(its) == 1:
+        return its[0]
+    n = rank(its[0])
+    layer = ctx.network.add_concatenation(its)
+    layer.axis = norm_dim(dim, n)
+    return layer.get_output(0)
+
+
+def expand(ctx: ConversionContext, it: Any, shape: Sequence[int]) -> Any:
+    """Broadcast ``it`` to ``shape`` (size-1 dims repeat; a slice with stride 0)."""
+    target = tuple(int(s) for s in shape)
+    it = _unsqueeze_front(ctx, it, len(target))
+    in_shape = tuple(it.shape)
+    if in_shape == target:
+        return it
+    strides = tuple(0 if (i == 1 and t != 1) else 1 for i, t in zip(in_shape, target, strict=True))
+    return ctx.network.add_slice(it, (0,) * len(target), target, strides).get_output(0)
+
+
+def _unsqueeze_front(ctx: ConversionContext, it: Any, n: int) -> Any:
+    r = rank(it)
+    if r >= n:
+        return it
+    return reshape_spec(ctx, it, [1] * (n - r) + [Copy(i) for i in range(r)])
+
+
+__all__ = [
+    "Copy", "concat", "dims_tensor", "expand", "flatten", "norm_dim", "norm_dims", "permute", "rank", "reshape",
+    "reshape_spec", "shape_of", "slice_", "slice_nd", "squeeze", "transpose", "unsqueeze",
+]

@@ -1,0 +1,116 @@
+"""Normalizations: batch norm (folded into the preceding convolution when it can be), layer norm,
+group norm, instance norm, RMS norm, local response norm and F.normalize."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from torch2trt_lite.context import ConversionContext
+from torch2trt_lite.registry import Call, converter
+
+from .impl import normalization as norm
+from .impl.nn_common import float_dtype, is_traced, rank
+
+
+def _float_input(call: Call) -> str | None:
+    x = call.arg(0, "input")
+    if not isinstance(x, torch.Tensor) or not float_dtype(x.dtype):
+        return f"input must be a floating-point tensor, got {getattr(x, 'dtype', type(x).__name__)}"
+    return None
+
+
+# ------------------------------------------------------------------------------- batch norm
+def _check_batch_norm(call: Call) -> str | None:
+    bad = _float_input(call)
+    if bad:
+        return bad
+    if any(is_traced(call.arg(i, n, None)) for i, n in ((1, "running_mean"), (2, "running_var"))):
+        return "running statistics computed from the network inputs are not supported"
+    return None
+
+
+@converter(F.batch_norm, check=_check_batch_norm)
+def convert_batch_norm(ctx: ConversionContext, call: Call) -> Any:
+    x = call.arg(0, "input")
+    mean, var = call.arg(1, "running_mean"), call.arg(2, "running_var")
+    weight, bias = call.arg(3, "weight", None), call.arg(4, "bias", None)
+    training = bool(call.arg(5, "training", False))
+    eps = float(call.arg(7, "eps", 1e-5))
+    dtype = call.output.dtype
+    it = ctx.itensor(x)
+    if training or mean is None or var is None:
+        # NOTE: batch statistics (training=True or no running stats): normalize over N and spatial dims
+        r = rank(it)
+        shape = (1, -1) + (1,) * (r - 2)
+        return norm.normalize_axes(ctx, it, [0, *range(2, r)], eps, dtype, scale=norm.operand(ctx, weight, dtype, shape),
+                                   bias=norm.operand(ctx, bias, dtype, shape))
+    traced_affine = is_traced(weight) or is_traced(bias)
+    if traced_affine:
+        y = norm.batch_norm_eval(ctx, it, mean, var, None, None, eps, dtype)
+    else:
+        y = norm.batch_norm_eval(ctx, it, mean, var, weight, bias, eps, dtype)
+    if traced_affine:
+        y = norm.affine(ctx, y, weight, bias, dtype, (1, -1) + (1,) * (rank(it) - 2))
+    return y
+
+
+# ------------------------------------------------------------------- layer / group / ...
+@converter(F.layer_norm, check=_float_input)
+def convert_layer_norm(ctx: ConversionContext, call: Call) -> Any:
+    shape = call.arg(1, "normalized_shape")
+    ndims = 1 if isinstance(shape, int) else len(shape)
+    return norm.layer_norm(ctx, ctx.itensor(call.arg(0, "input")), ndims, call.arg(2, "weight", None),
+                           call.arg(3, "bias", None), float(call.arg(4, "eps", 1e-5)), call.output.dtype)
+
+
+@converter(F.group_norm, check=_float_input)
+def convert_group_norm(ctx: ConversionContext, call: Call) -> Any:
+    return norm.group_norm(ctx, ctx.itensor(call.arg(0, "input")), int(call.arg(1, "num_groups")),
+                           call.arg(2, "weight", None), call.arg(3, "bias", None), float(call.arg(4, "eps", 1e-5)),
+                           call.output.dtype)
+
+
+@converter(F.instance_norm, check=_float_input)
+def convert_instance_norm(ctx: ConversionContext, call: Call) -> Any:
+    x = call.arg(0, "input")
+    mean, var = call.arg(1, "running_mean", None), call.arg(2, "running_var", None)
+    weight, bias = call.arg(3, "weight", None), call.arg(4, "bias", None)
+    use_input_stats = bool(call.arg(5, "use_input_stats", True))
+    eps = float(call.arg(7, "eps", 1e-5))
+    it = ctx.itensor(x)
+    if not use_input_stats and mean is not None and var is not None:
+        y = norm.batch_norm_eval(ctx, it, mean, var, None, None, eps, call.output.dtype)
+        return norm.affine(ctx, y, weight, bias, call.output.dtype, (1, -1) + (1,) * (rank(it) - 2))
+    return norm.instance_norm(ctx, it, weight, bias, eps, call.output.dtype)
+
+
+@converter(F.rms_norm, check=_float_input)
+def convert_rms_norm(ctx: ConversionContext, call: Call) -> Any:
+    shape = call.arg(1, "normalized_shape")
+    ndims = 1 if isinstance(shape, int) else len(shape)
+    eps = call.arg(3, "eps", None)
+    return norm.rms_norm(ctx, ctx.itensor(call.arg(0, "input")), ndims, call.arg(2, "weight", None),
+                         None if eps is None else float(eps), call.output.dtype)
+
+
+@converter(F.local_response_norm, check=_float_input)
+def convert_local_response_norm(ctx: ConversionContext, call: Call) -> Any:
+    return norm.local_response_norm(
+        ctx, ctx.itensor(call.arg(0, "input")), int(call.arg(1, "size")), float(call.arg(2, "alpha", 1e-4)),
+        float(call.arg(3, "beta", 0.75)), float(call.arg(4, "k", 1.0)), call.output.dtype,
+    )
+
+
+def _check_normalize(call: Call) -> str | None:
+    if call.arg(4, "out", None) is not None:
+        return "out= is not supported"
+    return _float_input(call)
+
+
+@converter(F.normalize, check=_check_normalize)
+def convert_normalize(ctx: ConversionContext, call: Call) -> Any:
+    return norm.lp_normalize(ctx, ctx.itensor(call.arg(0, "input")), float(call.arg(1, "p", 2.0)),
+                             int(call.arg(2, "dim", 1)), float(call.arg(3, "eps", 1e-12)), call.output.dtype)

@@ -1,0 +1,455 @@
+"""Shape ops: view/reshape/flatten, (un)squeeze, permute/transpose, expand/repeat, split/stack/cat, flips.
+
+Thin argument adapters over ``impl/shape.py``. Sizes given as varargs (``x.view(2, -1)``) or one
+sequence (``x.view((2, -1))``) are both accepted, like torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from torch2trt_lite.context import ConversionContext
+from torch2trt_lite.errors import ConversionError
+from torch2trt_lite.registry import Call, converter, register_table
+
+from .elementwise import no_out
+from .impl import elementwise as E
+from .impl import shape as S
+
+T = torch.Tensor
+
+
+def _sizes(call: Call, start: int, name: str) -> list[int]:
+    """Sizes given as varargs from ``start`` or as one sequence (or keyword ``name``)."""
+    rest = call.args[start:]
+    if len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)):
+        rest = tuple(rest[0])
+    if not rest and name in call.kwargs:
+        v = call.kwargs[name]
+        rest = tuple(v) if isinstance(v, (list, tuple, torch.Size)) else (v,)
+    return [int(s) for s in rest]
+
+
+def _in(ctx: ConversionContext, call: Call, index: int = 0, name: str = "input") -> Any:
+    return ctx.itensor(call.arg(index, name))
+
+
+def _identity(ctx: ConversionContext, it: Any) -> Any:
+    return ctx.network.add_identity(it).get_output(0)
+
+
+# ------------------------------------------------------------------------------ reshapes
+def _view_check(call: Call) -> str | None:
+    rest = call.args[1:]
+    if rest and isinstance(rest[0], torch.dtype) or isinstance(call.kwargs.get("dtype"), torch.dtype):
+        return "Tensor.view(dtype) reinterprets bits, which TensorRT cannot do"
+    return None
+
+
+@converter(T.view, T.reshape, torch.reshape, check=_view_check)
+def convert_reshape(ctx: ConversionContext, call: Call) -> Any:
+    dims = _sizes(call, 1, "shape")
+    return S.reshape(ctx, _in(ctx, call), dims)
+
+
+@converter(T.view_as, T.reshape_as)
+def convert_view_as(ctx: ConversionContext, call: Call) -> Any:
+    return S.reshape(ctx, _in(ctx, call), tuple(call.arg(1, "other").shape))
+
+
+@converter(torch.flatten, T.flatten)
+def convert_flatten(ctx: ConversionContext, call: Call) -> Any:
+    start, end = call.arg(1, "start_dim", 0), call.arg(2, "end_dim", -1)
+    if isinstance(start, str) or isinstance(end, str):
+        raise ConversionError("flatten with named dims is not supported")
+    return S.flatten(ctx, _in(ctx, call), int(start), int(end))
+
+
+@converter(torch.unflatten, T.unflatten)
+def convert_unflatten(ctx: ConversionContext, call: Call) -> Any:
+    it = _in(ctx, call)
+    dim, sizes = call.arg(1, "dim"), [int(s) for s in call.arg(2, "sizes")]
+    n = len(tuple(it.shape))
+    d = S.norm_dim(dim, n)
+    spec = [S.Copy(i) for i in range(d)] + sizes + [S.Copy(i) for i in range(d + 1, n)]
+    return S.reshape_spec(ctx, it, spec)
+
+
+@converter(torch.squeeze, T.squeeze, T.squeeze_)
+def convert_squeeze(ctx: ConversionContext, call: Call) -> Any:
+    dim = call.arg(1, "dim", None)
+    return S.squeeze(ctx, _in(ctx, call), dim if dim is None or isinstance(dim, int) else tuple(dim))
+
+
+@converter(torch.unsqueeze, T.unsqueeze, T.unsqueeze_)
+def convert_unsqueeze(ctx: ConversionContext, call: Call) -> Any:
+    return S.unsqueeze(ctx, _in(ctx, call), int(call.arg(1, "dim")))
+
+
+# --------------------------------------------------------------------------- permutations
+@converter(torch.permute, T.permute)
+def convert_permute(ctx: ConversionContext, call: Call) -> Any:
+    return S.permute(ctx, _in(ctx, call), _sizes(call, 1, "dims"))
+
+
+@converter(torch.transpose, T.transpose, T.transpose_, torch.swapaxes, T.swapaxes, T.swapaxes_, torch.swapdims,
+           T.swapdims, T.swapdims_)
+def convert_transpose(ctx: ConversionContext, call: Call) -> Any:
+    d0 = call.arg(1, "dim0", call.kwargs.get("axis0"))
+    d1 = call.arg(2, "dim1", call.kwargs.get("axis1"))
+    return S.transpose(ctx, _in(ctx, call), int(d0), int(d1))
+
+
+@converter(torch.t, T.t, T.t_)
+def convert_t(ctx: ConversionContext, call: Call) -> Any:
+    it = _in(ctx, call)
+    if len(tuple(it.shape)) < 2:
+        return _identity(ctx, it)
+    return S.transpose(ctx, it, 0, 1)
+
+
+def _convert_T(ctx: ConversionContext, call: Call) -> Any:
+    it = _in(ctx, call)
+    n = len(tuple(it.shape))
+    if n < 2:
+        return _identity(ctx, it)
+    return S.permute(ctx, it, list(range(n - 1, -1, -1)))
+
+
+def _convert_mT(ctx: ConversionContext, call: Call) -> Any:
+    return S.transpose(ctx, _in(ctx, call), -2, -1)
+
+
+converter("torch.Tensor.T")(_convert_T)
+converter("torch.Tensor.mT")(_convert_mT)
+
+
+@converter(torch.movedim, T.movedim, torch.moveaxis, T.moveaxis)
+def convert_movedim(ctx: ConversionContext, call: Call) -> Any:
+    it = _in(ctx, call)
+    n = len(tuple(it.shape))
+    src, dst = call.arg(1, "source"), call.arg(2, "destination")
+    src = [src] if isinstance(src, int) else list(src)
+    dst = [dst] if isinstance(dst, int) else list(dst)
+    src = [S.norm_dim(d, n) for d in src]
+    dst = [S.norm_dim(d, n) for d in dst]
+    perm = [-1] * n
+    for s, d in zip(src, dst, strict=True):
+        perm[d] = s
+    rest = iter(i for i in range(n) if i not in src)
+    perm = [p if p >= 0 else next(rest) for p in perm]
+    return S.permute(ctx, it, perm)
+
+
+# ------------------------------------------------------------------------------ identity
+@converter(T.contiguous, T.detach, torch.detach, T.requires_grad_, T.detach_)
+def convert_passthrough(ctx: ConversionContext, call: Call) -> Any:
+    return _in(ctx, call)
+
+
+@converter(torch.clone, T.clone)
+def convert_clone(ctx: ConversionContext, call: Call) -> Any:
+    return _identity(ctx, _in(ctx, call))
+
+
+# ------------------------------------------------------------------------ expand / repeat
+@converter(T.expand, torch.broadcast_to, T.broadcast_to)
+def convert_expand(ctx: ConversionContext, call: Call) -> Any:
+    it = _in(ctx, call)
+    return S.expand(ctx, it, tuple(call.output.shape))
+
+
+@converter(T.expand_as)
+def convert_expand_as(ctx: ConversionContext, call: Call) -> Any:
+    return S.expand(ctx, _in(ctx, call), tuple(call.output.shape))
+
+
+@converter("torch.broadcast_tensors")
+def convert_broadcast_tensors(ctx: ConversionContext, call: Call) -> Any:
+    return [S.expand(ctx, ctx.itensor(t), tuple(o.shape)) for t, o in zip(call.args, call.output, strict=True)]
+
+
+def _tile(ctx: ConversionContext, it: Any, reps: Sequence[int]) -> Any:
+    """Repeat the whole tensor ``reps[i]`` times along dim i (ranks already equal): a WRAP slice."""
+    shape = tuple(it.shape)
+    if all(r == 1 for r in reps):
+        return _identity(ctx, it)
+    layer = ctx.network.add_slice(it, (0,) * len(shape), tuple(s * r for s, r in zip(shape, reps, strict=True)),
+                                  (1,) * len(shape))
+    layer.mode = ctx.trt.SampleMode.WRAP
+    return layer.get_output(0)
+
+
+@converter(T.repeat)
+def convert_repeat(ctx: ConversionContext, call: Call) -> Any:
+    reps = _sizes(call, 1, "repeats")
+    it = S._unsqueeze_front(ctx, _in(ctx, call), len(reps))
+    return _tile(ctx, it, reps)
+
+
+@converter(torch.tile, T.tile)
+def convert_tile(ctx: ConversionContext, call: Call) -> Any:
+    reps = _sizes(call, 1, "dims")
+    it = _in(ctx, call)
+    n = len(tuple(it.shape))
+    reps = [1] * (n - len(reps)) + reps
+    it = S._unsqueeze_front(ctx, it, len(reps))
+    return _tile(ctx, it, reps)
+
+
+def _repeat_interleave_check(call: Call) -> str | None:
+    reps = call.arg(1, "repeats", None)
+    if reps is None:
+        return "repeat_interleave(repeats) with only a tensor argument has a data-dependent shape"
+    if isinstance(reps, torch.Tensor) and reps.numel() > 1 and not isinstance(call.args[0], torch.Tensor):
+        return "repeats must be a tensor argument"
+    return None
+
+
+@converter(torch.repeat_interleave, T.repeat_interleave, check=_repeat_interleave_check)
+def convert_repeat_interleave(ctx: ConversionContext, call: Call) -> Any:
+    x = call.arg(0, "input")
+    reps, dim = call.arg(1, "repeats"), call.arg(2, "dim", None)
+    it = ctx.itensor(x)
+    if dim is None:
+        it = S.flatten(ctx, it, 0, -1)
+        dim = 0
+    n = len(tuple(it.shape))
+    d = S.norm_dim(dim, n)
+    if isinstance(reps, torch.Tensor) and reps.numel() > 1:
+        if ctx.is_traced(reps):
+            raise ConversionError("repeat_interleave with traced per-element repeats has a data-dependent shape")
+        idx = torch.repeat_interleave(torch.arange(reps.numel()), reps.cpu())
+        return ctx.network.add_gather(it, ctx.constant(idx.to(torch.int64)), d).get_output(0)
+    r = int(reps)
+    shape = tuple(it.shape)
+    u = S.unsqueeze(ctx, it, d + 1)
+    target = shape[: d + 1] + (r,) + shape[d + 1 :]
+    e = S.expand(ctx, u, target)
+    return S.reshape(ctx, e, shape[:d] + (shape[d] * r,) + shape[d + 1 :])
+
+
+# ------------------------------------------------------------------------- split / join
+def _split_sizes(size: int, split: Any) -> list[int]:
+    if isinstance(split, int):
+        if split <= 0:
+            raise ConversionError(f"split size must be positive, got {split}")
+        return [min(split, size - i) for i in range(0, size, split)] or [0]
+    return [int(s) for s in split]
+
+
+def _slices(ctx: ConversionContext, it: Any, dim: int, sizes: Sequence[int]) -> list[Any]:
+    out, start = [], 0
+    for s in sizes:
+        out.append(S.slice_(ctx, it, dim, start, start + s) if len(sizes) > 1 else _identity(ctx, it))
+        start += s
+    return out
+
+
+@converter("torch.split", T.split, torch.split_with_sizes, T.split_with_sizes)
+def convert_split(ctx: ConversionContext, call: Call) -> Any:
+    it = _in(ctx, call, 0, "tensor") if "tensor" in call.kwargs else _in(ctx, call)
+    dim = S.norm_dim(call.arg(2, "dim", 0), len(tuple(it.shape)))
+    return _slices(ctx, it, dim, [o.shape[dim] for o in call.output])
+
+
+@converter(torch.chunk, T.chunk, torch.tensor_split, T.tensor_split)
+def convert_chunk(ctx: ConversionContext, call: Call) -> Any:
+    it = _in(ctx, call)
+    dim = S.norm_dim(call.arg(2, "dim", 0), len(tuple(it.shape)))
+    return _slices(ctx, it, dim, [o.shape[dim] for o in call.output])
+
+
+@converter(torch.unbind, T.unbind)
+def convert_unbind(ctx: ConversionContext, call: Call) -> Any:
+    it = _in(ctx, call)
+    dim = S.norm_dim(call.arg(1, "dim", 0), len(tuple(it.shape)))
+    return [S.squeeze(ctx, S.slice_(ctx, it, dim, i, i + 1), dim) for i in range(len(call.output))]
+
+
+def _cat_inputs(ctx: ConversionContext, tensors: Sequence[Any], dtype: torch.dtype) -> list[Any]:
+    out = []
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.dim() == 1 and t.shape[0] == 0:
+            continue  # torch skips legacy empty 1-D tensors in cat
+        out.append(E.operand(ctx, t, dtype))
+    return out
+
+
+@converter(torch.cat, torch.concat, torch.concatenate, check=no_out)
+def convert_cat(ctx: ConversionContext, call: Call) -> Any:
+    tensors = call.arg(0, "tensors")
+    dim = call.arg(1, "dim", call.kwargs.get("axis", 0))
+    its = _cat_inputs(ctx, tensors, call.output.dtype)
+    return S.concat(ctx, its, S.norm_dim(dim, call.output.dim()))
+
+
+@converter(torch.stack, check=no_out)
+def convert_stack(ctx: ConversionContext, call: Call) -> Any:
+    tensors = call.arg(0, "tensors")
+    dim = S.norm_dim(call.arg(1, "dim", 0), call.output.dim())
+    its = [S.unsqueeze(ctx, E.operand(ctx, t, call.output.dtype), dim) for t in tensors]
+    return S.concat(ctx, its, dim)
+
+
+def _atleast(ctx: ConversionContext, t: Any, n: int, dtype: torch.dtype) -> Any:
+    it = E.operand(ctx, t, dtype)
+    r = len(tuple(it.shape))
+    if r >= n:
+        return it
+    if n == 3 and r == 2:  # dstack: (a, b) -> (a, b, 1)
+        return S.unsqueeze(ctx, it, 2)
+    if n == 3 and r == 1:  # (a,) -> (1, a, 1)
+        return S.unsqueeze(ctx, S.unsqueeze(ctx, it, 0), 2)
+    return S._unsqueeze_front(ctx, it, n)
+
+
+@converter(torch.hstack, torch.vstack, torch.row_stack, torch.dstack, torch.column_stack, check=no_out)
+def convert_hvdstack(ctx: ConversionContext, call: Call) -> Any:
+    tensors = call.arg(0, "tensors")
+    name = call.qualname.rsplit(".", 1)[-1]
+    dtype = call.output.dtype
+    if name == "hstack":
+        its = [E.operand(ctx, t, dtype) for t in tensors]
+        its = [S._unsqueeze_front(ctx, i, 1) for i in its]
+        return S.concat(ctx, its, 0 if len(tuple(its[0].shape)) == 1 else 1)
+    if name in ("vstack", "row_stack"):
+        return S.concat(ctx, [_atleast(ctx, t, 2, dtype) for t in tensors], 0)
+    if name == "dstack":
+        return S.concat(ctx, [_atleast(ctx, t, 3, dtype) for t in tensors], 2)
+    its = []
+    for t in tensors:  # column_stack: 0-d/1-d become columns
+        it = E.operand(ctx, t, dtype)
+        r = len(tuple(it.shape))
+        its.append(S.reshape(ctx, it, (-1, 1)) if r <= 1 else it)
+    return S.concat(ctx, its, 1)
+
+
+@converter(torch.narrow, T.narrow)
+def convert_narrow(ctx: ConversionContext, call: Call) -> Any:
+    it = _in(ctx, call)
+    dim, start, length = call.arg(1, "dim"), call.arg(2, "start"), call.arg(3, "length")
+    n = len(tuple(it.shape))
+    d = S.norm_dim(dim, n)
+    start = int(start)
+    if start < 0:
+        start += tuple(it.shape)[d]
+    return S.slice_(ctx, it, d, start, start + int(length))
+
+
+# ------------------------------------------------------------------------- roll / flip
+def _roll_dim(ctx: ConversionContext, it: Any, shift: int, dim: int) -> Any:
+    shape = tuple(it.shape)
+    size = shape[dim]
+    if size == 0 or shift % size == 0:
+        return it
+    starts = [0] * len(shape)
+    starts[dim] = size - shift % size
+    layer = ctx.network.add_slice(it, tuple(starts), shape, (1,) * len(shape))
+    layer.mode = ctx.trt.SampleMode.WRAP
+    return layer.get_output(0)
+
+
+@converter(torch.roll, T.roll)
+def convert_roll(ctx: ConversionContext, call: Call) -> Any:
+    it = _in(ctx, call)
+    shifts, dims = call.arg(1, "shifts"), call.arg(2, "dims", None)
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    if dims is None or (isinstance(dims, (list, tuple)) and not dims):
+        shape = tuple(it.shape)
+        flat = S.flatten(ctx, it, 0, -1)
+        return S.reshape(ctx, _roll_dim(ctx, flat, int(shifts[0]), 0), shape)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    n = len(tuple(it.shape))
+    orig = it
+    for s, d in zip(shifts, dims, strict=True):
+        it = _roll_dim(ctx, it, int(s), S.norm_dim(d, n))
+    return it if it is not orig else _identity(ctx, it)
+
+
+def flip(ctx: ConversionContext, it: Any, dims: Sequence[int]) -> Any:
+    shape = tuple(it.shape)
+    n = len(shape)
+    ds = {S.norm_dim(d, n) for d in dims}
+    if not ds:
+        return _identity(ctx, it)
+    starts = tuple(shape[i] - 1 if i in ds else 0 for i in range(n))
+    strides = tuple(-1 if i in ds else 1 for i in range(n))
+    return ctx.network.add_slice(it, starts, shape, strides).get_output(0)
+
+
+@converter(torch.flip, T.flip)
+def convert_flip(ctx: ConversionContext, call: Call) -> Any:
+    dims = _sizes(call, 1, "dims")
+    return flip(ctx, _in(ctx, call), dims)
+
+
+@converter(torch.fliplr, T.fliplr)
+def convert_fliplr(ctx: ConversionContext, call: Call) -> Any:
+    return flip(ctx, _in(ctx, call), [1])
+
+
+@converter(torch.flipud, T.flipud)
+def convert_flipud(ctx: ConversionContext, call: Call) -> Any:
+    return flip(ctx, _in(ctx, call), [0])
+
+
+# ---------------------------------------------------------------------- diag / tril / triu
+def _tri(upper: bool) -> Any:
+    def convert(ctx: ConversionContext, call: Call) -> Any:
+        x = call.arg(0, "input")
+        k = int(call.arg(1, "diagonal", 0))
+        it = ctx.itensor(x)
+        rows, cols = x.shape[-2], x.shape[-1]
+        r = torch.arange(rows).unsqueeze(1)
+        c = torch.arange(cols).unsqueeze(0)
+        mask = (c - r >= k) if upper else (c - r <= k)
+        zero = E.scalar(ctx, 0, x.dtype) if x.dtype != torch.bool else ctx.constant(torch.zeros((), dtype=torch.bool))
+        return E.select(ctx, ctx.constant(mask), it, zero)
+
+    return convert
+
+
+register_table({(torch.tril, T.tril, T.tril_): False, (torch.triu, T.triu, T.triu_): True}, _tri, check=no_out)
+
+
+@converter(torch.diag, T.diag, check=no_out)
+def convert_diag(ctx: ConversionContext, call: Call) -> Any:
+    x = call.arg(0, "input")
+    k = int(call.arg(1, "diagonal", 0))
+    it = ctx.itensor(x)
+    if x.dim() == 1:
+        n = x.shape[0]
+        m = n + abs(k)
+        # out[i, i + k] = x[i]: gather rows of [x, 0] with an index matrix (n -> the zero slot)
+        pad = S.concat(ctx, [it, E.operand(ctx, torch.zeros(1, dtype=x.dtype), x.dtype)], 0)
+        idx = torch.full((m, m), n, dtype=torch.int64)
+        i = torch.arange(n)
+        rows, cols = (i, i + k) if k >= 0 else (i - k, i)
+        idx[rows, cols] = i
+        return ctx.network.add_gather(pad, ctx.constant(idx), 0).get_output(0)
+    cols = x.shape[1]
+    i = torch.arange(call.output.shape[0])
+    r, c = (i, i + k) if k >= 0 else (i - k, i)
+    flat = S.flatten(ctx, it, 0, -1)
+    return ctx.network.add_gather(flat, ctx.constant((r * cols + c).to(torch.int64)), 0).get_output(0)
+
+
+@converter(torch.diagonal, T.diagonal)
+def convert_diagonal(ctx: ConversionContext, call: Call) -> Any:
+    x = call.arg(0, "input")
+    off, d1, d2 = int(call.arg(1, "offset", 0)), call.arg(2, "dim1", 0), call.arg(3, "dim2", 1)
+    n = x.dim()
+    d1, d2 = S.norm_dim(d1, n), S.norm_dim(d2, n)
+    it = ctx.itensor(x)
+    rest = [i for i in range(n) if i not in (d1, d2)]
+    it = S.permute(ctx, it, [*rest, d1, d2])
+    cols = x.shape[d2]
+    it = S.flatten(ctx, it, len(rest), -1)
+    length = call.output.shape[-1]
+    i = torch.arange(length)
+    r, c = (i, i + off) if off >= 0 else (i - off, i)
+    return ctx.network.add_gather(it, ctx.constant((r * cols + c).to(torch.int64)), len(rest)).get_output(0)

@@ -1,0 +1,126 @@
+"""Harness cases: scaled dot-product attention, nn.MultiheadAttention, cosine similarity, distances.
+
+Attention cases use rtol/atol 1e-4/1e-5: torch's CPU attention kernels (flash / math with q and k
+each scaled by sqrt(scale)) round differently from one scaled q @ k^T product.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests.converters.harness import Case, randn
+
+_TOL = {"rtol": 1e-4, "atol": 1e-5}
+
+
+def _qkv(b: int = 2, h: int = 3, lq: int = 5, s: int = 7, e: int = 8, ev: int = 8, hk: int | None = None):  # type: ignore[no-untyped-def]
+    hk = h if hk is None else hk
+    return lambda: [randn(b, h, lq, e, seed=1), randn(b, hk, s, e, seed=2), randn(b, hk, s, ev, seed=3)]
+
+
+BOOL_MASK = torch.rand(5, 7, generator=torch.Generator().manual_seed(4)) > 0.3
+BOOL_MASK[:, 0] = True  # no fully masked row
+FLOAT_MASK = randn(2, 1, 5, 7, seed=5)
+
+
+def _mha(**kw):  # type: ignore[no-untyped-def]
+    def make() -> nn.Module:
+        torch.manual_seed(0)
+        m = nn.MultiheadAttention(8, 2, **kw)
+        with torch.no_grad():
+            if m.in_proj_bias is not None:
+                m.in_proj_bias.uniform_(-0.5, 0.5)
+                m.out_proj.bias.uniform_(-0.5, 0.5)
+        return m
+
+    return make
+
+
+class _MHA(nn.Module):
+    """Calls an nn.MultiheadAttention with keyword arguments and returns both outputs."""
+
+    def __init__(self, mha: nn.Module, **kw: object) -> None:
+        super().__init__()
+        self.mha, self.kw = mha, kw
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *masks: torch.Tensor):  # type: ignore[no-untyped-def]
+        kw = dict(self.kw)
+        names = [n for n in ("key_padding_mask", "attn_mask") if kw.pop(n, False)]
+        kw.update(dict(zip(names, masks, strict=True)))
+        out = self.mha(q, k, v, **kw)
+        return out if out[1] is not None else out[0]
+
+
+KPM = torch.tensor([[False, False, True, False, True, False, False], [False] * 6 + [True]])
+ATTN_BOOL = torch.zeros(4, 7, dtype=torch.bool)
+ATTN_BOOL[1, 2:4] = True
+ATTN_BOOL[3, 0] = True
+
+
+def _seq(batch_first: bool, lq: int = 4, s: int = 7, b: int = 2):  # type: ignore[no-untyped-def]
+    shape_q = (b, lq, 8) if batch_first else (lq, b, 8)
+    shape_k = (b, s, 8) if batch_first else (s, b, 8)
+    return [randn(*shape_q, seed=1), randn(*shape_k, seed=2), randn(*shape_k, seed=3)]
+
+
+SDPA = [
+    Case("sdpa_basic", F.scaled_dot_product_attention, _qkv(),
+         targets=["torch.nn.functional.scaled_dot_product_attention"], **_TOL),
+    Case("sdpa_causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), _qkv(s=5), **_TOL),
+    Case("sdpa_causal_rect", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), _qkv(), **_TOL),
+    Case("sdpa_bool_mask", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=BOOL_MASK), _qkv(),
+         **_TOL),
+    Case("sdpa_float_mask_scale", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, FLOAT_MASK, scale=0.2),
+         _qkv(), **_TOL),
+    Case("sdpa_traced_mask", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+         lambda: [*_qkv()(), randn(5, 7, seed=9)], **_TOL),
+    Case("sdpa_3d_value_dim", F.scaled_dot_product_attention,
+         lambda: [randn(3, 4, 6, seed=1), randn(3, 5, 6, seed=2), randn(3, 5, 2, seed=3)], **_TOL),
+    Case("sdpa_gqa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), _qkv(h=4, hk=2),
+         **_TOL),
+]
+
+MHA = [
+    Case("mha_self_time_major", lambda: _MHA(_mha()(), need_weights=True), lambda: [_seq(False)[0]] * 3,
+         is_module=True, targets=["torch.nn.modules.activation.MultiheadAttention"], **_TOL),
+    Case("mha_batch_first_cross", lambda: _MHA(_mha(batch_first=True)()), lambda: _seq(True), is_module=True, **_TOL),
+    Case("mha_no_weights", lambda: _MHA(_mha()(), need_weights=False), lambda: _seq(False), is_module=True, **_TOL),
+    Case("mha_weights_per_head", lambda: _MHA(_mha(batch_first=True)(), average_attn_weights=False),
+         lambda: _seq(True), is_module=True, **_TOL),
+    Case("mha_key_padding_mask", lambda: _MHA(_mha(batch_first=True)(), key_padding_mask=True),
+         lambda: [*_seq(True), KPM.clone()], is_module=True, **_TOL),
+    Case("mha_attn_mask_bool", lambda: _MHA(_mha()(), attn_mask=True), lambda: [*_seq(False), ATTN_BOOL.clone()],
+         is_module=True, **_TOL),
+    Case("mha_both_masks_float", lambda: _MHA(_mha(batch_first=True)(), key_padding_mask=True, attn_mask=True),
+         lambda: [*_seq(True), randn(2, 7, seed=7), randn(4, 7, seed=8)], is_module=True, **_TOL),
+    Case("mha_kdim_vdim_no_bias", lambda: _MHA(nn.MultiheadAttention(8, 4, bias=False, kdim=6, vdim=5)),
+         lambda: [randn(3, 2, 8, seed=1), randn(4, 2, 6, seed=2), randn(4, 2, 5, seed=3)], is_module=True, **_TOL),
+    Case("mha_unbatched", lambda: _MHA(_mha()()), lambda: [randn(4, 8, seed=1), randn(6, 8, seed=2),
+                                                           randn(6, 8, seed=3)], is_module=True, **_TOL),
+    Case("transformer_encoder_layer", lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
+         lambda: [randn(2, 5, 8)], is_module=True, **_TOL),
+]
+
+DIST = [
+    Case("cosine_similarity", F.cosine_similarity, lambda: [randn(3, 5, 4, seed=1), randn(3, 5, 4, seed=2)],
+         targets=["torch.cosine_similarity"]),
+    Case("cosine_similarity_dim_bcast", lambda a, b: F.cosine_similarity(a, b, dim=-1),
+         lambda: [randn(3, 5, 4, seed=1), randn(5, 4, seed=2)]),
+    Case("cosine_similarity_module_zero", lambda: nn.CosineSimilarity(dim=0, eps=1e-3),
+         lambda: [randn(4, 3, seed=1) * torch.tensor([1.0, 0.0, 1.0]), randn(4, 3, seed=2)], is_module=True),
+    Case("pairwise_distance", F.pairwise_distance, lambda: [randn(4, 6, seed=1), randn(4, 6, seed=2)],
+         targets=["torch.pairwise_distance"]),
+    Case("pairwise_distance_p1_keepdim", lambda a, b: F.pairwise_distance(a, b, p=1.0, keepdim=True),
+         lambda: [randn(2, 4, 6, seed=1), randn(4, 6, seed=2)]),
+    Case("pairwise_distance_module_inf", lambda: nn.PairwiseDistance(p=float("inf")),
+         lambda: [randn(4, 6, seed=1), randn(4, 6, seed=2)], is_module=True),
+    Case("cdist", torch.cdist, lambda: [randn(2, 5, 3, seed=1), randn(2, 4, 3, seed=2)],
+         targets=["torch.functional.cdist"], rtol=1e-4, atol=1e-5),
+    Case("cdist_p1_2d", lambda a, b: torch.cdist(a, b, p=1.0), lambda: [randn(5, 3, seed=1), randn(4, 3, seed=2)]),
+    Case("cdist_p3", lambda a, b: torch.cdist(a, b, p=3.0), lambda: [randn(5, 3, seed=1), randn(4, 3, seed=2)],
+         rtol=1e-4, atol=1e-5),
+]
+
+CASES = SDPA + MHA + DIST

@@ -1,0 +1,112 @@
+"""nn converters beyond value checks: batch-norm folding (layer counts) and refusals with reasons."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torch2trt_lite
+from torch2trt_lite.errors import UnsupportedOperatorError
+
+
+def _bn(c: int) -> nn.BatchNorm2d:
+    bn = nn.BatchNorm2d(c)
+    with torch.no_grad():
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.uniform_(0.5, 1.5)
+        bn.bias.uniform_(-0.5, 0.5)
+    return bn
+
+
+def _convert(model: nn.Module, x: torch.Tensor) -> torch2trt_lite.TRTModule:
+    model = model.eval()
+    trt = torch2trt_lite.convert(model, [x], backend="sim")
+    with torch.no_grad():
+        torch.testing.assert_close(trt(x), model(x), rtol=1e-5, atol=1e-5)
+    return trt
+
+
+def test_conv_bn_folds_into_one_layer() -> None:
+    torch.manual_seed(0)
+    trt = _convert(nn.Sequential(nn.Conv2d(3, 4, 3), _bn(4)), torch.randn(1, 3, 6, 6))
+    assert trt.num_layers == 1
+
+
+def test_conv_bn_not_folded_when_conv_output_used_first() -> None:
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.bn = nn.Conv2d(3, 4, 3), _bn(4)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            y = self.conv(x)
+            return F.relu(y), self.bn(y)
+
+    torch.manual_seed(0)
+    trt = _convert(M(), torch.randn(1, 3, 6, 6))
+    assert trt.num_layers == 3  # conv, relu, scale
+
+
+def test_conv_output_reused_after_folding_gets_unfolded_conv() -> None:
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.bn = nn.Conv2d(3, 4, 3), _bn(4)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            y = self.conv(x)
+            return self.bn(y), F.relu(y)
+
+    torch.manual_seed(0)
+    trt = _convert(M(), torch.randn(1, 3, 6, 6))
+    assert trt.num_layers == 3  # folded conv, unfolded conv (lazy), relu
+
+
+_X = (torch.randn(1, 3, 6, 6),)
+_IDS = (torch.tensor([1, 2, 0, 3]),)
+
+
+@pytest.mark.parametrize(
+    ("fn", "inputs", "reason"),
+    [
+        (lambda x: F.dropout(x, 0.5), _X, "training mode"),
+        (lambda x: F.max_pool2d(x, 2, return_indices=True)[0], _X, "return_indices"),
+        (lambda x: F.adaptive_max_pool2d(x, 2, return_indices=True)[0], _X, "return_indices"),
+        (lambda x: F.conv2d(x, x * 1.0), _X, "constant weights"),
+        (lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True), _X, "antialias"),
+        (lambda x: F.scaled_dot_product_attention(x, x, x, dropout_p=0.1), _X, "dropout_p"),
+        (lambda x: F.grid_sample(x.unsqueeze(0), torch.zeros(1, 1, 2, 2, 3)), _X, "4D"),
+        (lambda i: F.embedding(i, torch.randn(5, 2), max_norm=1.0), _IDS, "max_norm"),
+        (lambda i: F.embedding_bag(i, torch.randn(5, 2), i[:2] * 0), _IDS, "offsets"),
+    ],
+)
+def test_refusals_name_the_reason(fn, inputs: tuple[torch.Tensor, ...], reason: str) -> None:  # type: ignore[no-untyped-def]
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return fn(x)  # type: ignore[no-any-return]
+
+    report = torch2trt_lite.check(M().eval(), list(inputs))
+    assert not report.ok
+    assert reason in str(report), str(report)
+    with pytest.raises(UnsupportedOperatorError, match=reason):
+        torch2trt_lite.convert(M().eval(), list(inputs), backend="sim")
+
+
+def test_aliases_of_folded_conv_output_keep_pre_norm_values() -> None:
+    """dropout (eval) returns the conv's network tensor itself: the alias must not see the folded BN."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.bn = nn.Conv2d(3, 4, 3), _bn(4)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            y = self.conv(x)
+            z = F.dropout(y, 0.5, training=False)
+            return self.bn(y), z * 2
+
+    torch.manual_seed(0)
+    _convert(M(), torch.randn(1, 3, 6, 6))
