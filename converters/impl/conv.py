@@ -184,15 +184,18 @@ def fold_affine(ctx: ConversionContext, it: Any, scale: torch.Tensor, shift: tor
     rec = conv_record(ctx, it)
     if rec is None or _consumed(ctx, rec):
         return None
-    w = rec.weight.detach().double()
+    # NOTE: scale and shift are computed in float64 by the caller; the kernel is scaled in float32
+    # (one rounding per weight), which keeps folding cheap for large convolutions.
+    w = rec.weight.detach().float()
     sc, sh = scale.detach().double().reshape(-1), shift.detach().double().reshape(-1)
+    sc32 = sc.float()
     k = w.shape[2:]
     if rec.transposed:
         g = rec.groups
         cin, per = w.shape[0], w.shape[1]
-        w = (w.reshape(g, cin // g, per, *k) * sc.reshape(g, 1, per, *([1] * len(k)))).reshape(w.shape)
+        w = (w.reshape(g, cin // g, per, *k) * sc32.reshape(g, 1, per, *([1] * len(k)))).reshape(w.shape)
     else:
-        w = w * sc.reshape(-1, *([1] * (w.dim() - 1)))
+        w = w * sc32.reshape(-1, *([1] * (w.dim() - 1)))
     b = rec.bias.detach().double() * sc + sh if rec.bias is not None else sh
     if w.dim() == 3:  # conv1d runs as a 2D convolution
         w = w.unsqueeze(-1)

@@ -1,0 +1,48 @@
+"""The command line and the samples run end to end."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from torch2trt_lite import cli
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_convert_info_and_check(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    engine = tmp_path / "r18.engine"
+    rc = cli.main(["convert", "torchvision:resnet18", "--shape", "1x3x64x64", "--backend", "sim", "-o", str(engine), "--json"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["backend"] == "sim" and report["layers"] > 20
+    assert report["max_rel_err"] <= 1e-4
+    assert engine.exists()
+    assert cli.main(["info", str(engine)]) == 0
+    assert json.loads(capsys.readouterr().out)["inputs"][0]["shape"] == [1, 3, 64, 64]
+    assert cli.main(["check", "torchvision:resnet18", "--shape", "1x3x64x64"]) == 0
+
+
+def test_bad_arguments_are_clear_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["convert", "torchvision:no_such_net", "--shape", "1x3x8x8"]) == 2
+    assert "no model named" in capsys.readouterr().err
+    assert cli.main(["convert", "torchvision:resnet18", "--shape", "1xAx8"]) == 2
+    assert "--shape" in capsys.readouterr().err
+    assert cli.main(["info", "/nonexistent.engine"]) == 2
+
+
+def test_module_entry_point() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "torch2trt_lite", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "convert" in out.stdout
+
+
+@pytest.mark.parametrize("sample", ["custom_converter.py", "custom_plugin.py"])
+def test_samples_run(sample: str) -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "samples" / sample)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
