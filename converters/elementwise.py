@@ -264,3 +264,42 @@ register_table(
     _addc,
     check=no_out,
 )
+
+
+# ------------------------------------------------------------------------------- shifts
+def _shift(left: bool, reverse: bool = False) -> Any:
+    def convert(ctx: ConversionContext, call: Call) -> Any:
+        a, b = call.arg(0, "input"), call.arg(1, "other")
+        if reverse:
+            a, b = b, a
+        dtype = call.output.dtype
+        if isinstance(b, int):
+            factor: Any = 1 << b
+        else:  # 2 ** b, exact in float for the shift amounts an integer type allows
+            factor = ctx.cast(E.ew(ctx, E.scalar(ctx, 2.0, torch.float32), E.operand(ctx, b, torch.float32), "POW"),
+                              dtype)
+        return E.arith(ctx, a, factor, "mul" if left else "div_floor", dtype)
+
+    return convert
+
+
+def _shift_check(call: Call) -> str | None:
+    reason = _bitwise_check(call)
+    if reason:
+        return reason
+    if isinstance(call.output, torch.Tensor) and call.output.dtype == torch.bool:
+        return "shifts of bool tensors are not supported"
+    return None
+
+
+register_table(
+    {
+        (torch.bitwise_left_shift, T.bitwise_left_shift, T.bitwise_left_shift_, T.__lshift__, T.__ilshift__): True,
+        (torch.bitwise_right_shift, T.bitwise_right_shift, T.bitwise_right_shift_, T.__rshift__,
+         T.__irshift__): False,
+    },
+    _shift,
+    check=_shift_check,
+)
+register_table({(T.__rlshift__,): True, (T.__rrshift__,): False}, lambda left: _shift(left, reverse=True),
+               check=_shift_check)

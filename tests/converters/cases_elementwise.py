@@ -109,6 +109,18 @@ def _ixor(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def _ilshift(x: torch.Tensor) -> torch.Tensor:
+    x = x * 1
+    x <<= 2
+    return x
+
+
+def _irshift(x: torch.Tensor) -> torch.Tensor:
+    x = x * 1
+    x >>= 1
+    return x
+
+
 def bools() -> list[torch.Tensor]:
     return [randn(2, 3, 4) > 0, randn(2, 3, 4, seed=1) > 0]
 
@@ -341,4 +353,22 @@ CASES = [
     Case("addcdiv_fn", lambda x, y: torch.addcdiv(x, x, y, value=0.5), xd, targets=["torch.addcdiv"]),
     Case("addcdiv_method", lambda x, y: x.addcdiv(x, y), xd, targets=[T + "addcdiv"]),
     Case("addcdiv_inplace", inplace(lambda x, y: x.addcdiv_(x, y, value=2)), xd, targets=[T + "addcdiv_"]),
+    # ---------------------------------------------------------------------------- shifts
+    Case("lshift_fn", lambda x: torch.bitwise_left_shift(x, 3), lambda: [ints(3, 4)],
+         targets=["torch.bitwise_left_shift"]),
+    Case("lshift_method_tensor", lambda x, y: x.bitwise_left_shift(y), lambda: [ints(3, 4), ints(3, 4, lo=0, hi=5)],
+         targets=[T + "bitwise_left_shift"]),
+    Case("lshift_inplace", lambda x: (x * 1).bitwise_left_shift_(2), lambda: [ints(3, 4)],
+         targets=[T + "bitwise_left_shift_"]),
+    Case("lshift_op", lambda x: x << 1, lambda: [ints(3, 4, dtype=torch.int64)], targets=[T + "__lshift__"]),
+    Case("lshift_iop", _ilshift, lambda: [ints(3, 4)], targets=[T + "__ilshift__"]),
+    Case("lshift_rop", lambda x: 1 << x, lambda: [ints(3, 4, lo=0, hi=10)], targets=[T + "__rlshift__"]),
+    Case("rshift_fn", lambda x: torch.bitwise_right_shift(x, 2), lambda: [ints(3, 4)],
+         targets=["torch.bitwise_right_shift"]),
+    Case("rshift_method", lambda x: x.bitwise_right_shift(1), lambda: [ints(3, 4)], targets=[T + "bitwise_right_shift"]),
+    Case("rshift_inplace", lambda x: (x * 1).bitwise_right_shift_(1), lambda: [ints(3, 4)],
+         targets=[T + "bitwise_right_shift_"]),
+    Case("rshift_op", lambda x: x >> 2, lambda: [ints(3, 4)], targets=[T + "__rshift__"]),
+    Case("rshift_iop", _irshift, lambda: [ints(3, 4)], targets=[T + "__irshift__"]),
+    Case("rshift_rop", lambda x: 1024 >> x, lambda: [ints(3, 4, lo=0, hi=10)], targets=[T + "__rrshift__"]),
 ]

@@ -178,6 +178,7 @@ CASES = [
     Case("getitem_traced_tensor", lambda x, i: x[i], x_idx),
     Case("getitem_traced_tensor_dim", lambda x, i: x[:, i], x_idx),
     Case("getitem_traced_argmax", lambda x: x[x.sum((1, 2)).argmax()], x3),
+    Case("getitem_const_table_traced_index", lambda x: torch.arange(10.0)[x.argmax(-1)] * x.max(-1).values, x3),
     Case("getitem_two_adjacent", lambda x: x[:, [0, 1, 4], [5, 0, 2]], x3),
     Case("getitem_two_broadcast", lambda x: x[[[0], [3]], [1, 2, 4]], x3),
     Case("getitem_nonadjacent", lambda x: x[[0, 2], :, [1, 5]], x3),
