@@ -65,7 +65,7 @@ class _Blobs:
             self.parts.append(bytes(pad))
             self.size += pad
         off = self.size
-        self.parts.append(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
+        self.parts.append(t.reshape(-1).view(torch.uint8).numpy().data)
         self.size += n
         return off, n
 
