@@ -5,7 +5,8 @@
 #
 # 1. installs this checkout (pip install --no-deps --no-build-isolation -e .) into the Python on
 #    PATH (or $PYTHON), which must already have torch, torchvision and cuda-python;
-# 2. runs the GPU tests of the plugins (pytest -m gpu tests/test_plugins_gpu.py), JUnit XML + log;
+# 2. runs the sim's tests on CUDA tensors (the conformance cases run on the GPU when one exists),
+#    then the GPU tests of the plugins (pytest -m gpu tests/test_plugins_gpu.py), JUnit XML + log;
 # 3. runs benchmarks/plugins_bench.py, JSON + log.
 # Everything lands under $OUT (default: ./device_check_out). Exit status: 0 when every step passed.
 set -uo pipefail
@@ -33,7 +34,12 @@ if ! "$PY" -m pip install --no-deps --no-build-isolation -e . >"$OUT/pip.log" 2>
   exit 1
 fi
 
-export TORCH2TRT_LITE_CACHE="$OUT/nvrtc-cache"
+export TORCH2TRT_LITE_CACHE="${TMPDIR:-/tmp}/t2tl-nvrtc-cache"  # not under $OUT: only 8 files come back
+
+step "sim on CUDA tensors (conformance cases, layer families, TRTModule)"
+timeout 240 "$PY" -m pytest tests/test_conformance.py tests/sim tests/test_module.py -q -p no:cacheprovider \
+  -x --junitxml="$OUT/sim-cuda-tests.xml" 2>&1 | tail -40 > "$OUT/sim-cuda-tests.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 step "gpu tests"
 timeout 300 "$PY" -m pytest -m gpu tests/test_plugins_gpu.py -q -rs -s -p no:cacheprovider \
