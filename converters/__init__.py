@@ -19,3 +19,4 @@ from . import resize  # noqa: F401
 from . import attention  # noqa: F401
 from . import embedding  # noqa: F401
 from . import recurrent  # noqa: F401
+from . import zoo_transformers  # noqa: F401

@@ -114,7 +114,7 @@ def _extreme(largest: bool) -> Any:
         if x.dim() == 0:
             return ctx.network.add_identity(it).get_output(0), ctx.constant(torch.zeros((), dtype=torch.int64))
         d = S.norm_dim(dim, x.dim())
-        values, idx = R.topk(ctx, it, 1, d, largest)
+        values, idx = R.extreme(ctx, it, d, largest)
         if not keep:
             values, idx = S.squeeze(ctx, values, d), S.squeeze(ctx, idx, d)
         return values, idx

@@ -18,7 +18,9 @@ Registering a target twice is an error unless ``override=True``.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -272,12 +274,43 @@ def register_table(
 
 
 def supported_ops() -> list[str]:
-    """Qualified names of every registered target, sorted."""
+    """Qualified names of every registered target, sorted (with the converters for optional packages
+    that are installed, such as transformers: listing them imports those packages)."""
     _load_builtin_converters()
+    _register_optional(installed=True)
     return sorted(REGISTRY._records)
 
 
 _LOADED = False
+# Converters for optional third-party packages: (package, function that registers them). Run once the
+# package is in ``sys.modules``, so loading the converters never imports a heavy optional package itself.
+_WHEN_IMPORTED: list[tuple[str, Callable[[], None]]] = []
+_WHEN_IMPORTED_LOCK = threading.Lock()
+
+
+def when_imported(package: str, register: Callable[[], None]) -> None:
+    """Call ``register()`` (which registers converters for ``package``) once the user has imported
+    ``package``: at once if it is imported already, else when the next conversion starts."""
+    if package in sys.modules:
+        register()
+    else:
+        with _WHEN_IMPORTED_LOCK:
+            _WHEN_IMPORTED.append((package, register))
+
+
+def _register_optional(installed: bool = False) -> None:
+    """Register the converters of optional packages the user has imported (or, with ``installed``,
+    of every one that is installed, importing it)."""
+    if not _WHEN_IMPORTED:
+        return
+    with _WHEN_IMPORTED_LOCK:
+        due = [
+            w for w in _WHEN_IMPORTED
+            if w[0] in sys.modules or (installed and importlib.util.find_spec(w[0]) is not None)
+        ]
+        _WHEN_IMPORTED[:] = [w for w in _WHEN_IMPORTED if w not in due]
+    for _, register in due:
+        register()
 
 
 def _load_builtin_converters() -> None:
@@ -286,3 +319,4 @@ def _load_builtin_converters() -> None:
         _LOADED = True
         importlib.import_module("torch2trt_lite.converters")
         importlib.import_module("torch2trt_lite.plugins_cuda")  # built-in plugins register converters
+    _register_optional()

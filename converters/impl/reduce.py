@@ -105,17 +105,35 @@ def topk(ctx: ConversionContext, it: Any, k: int, dim: int, largest: bool) -> tu
     return ctx.cast(values, src_dt), indices
 
 
+def extreme(ctx: ConversionContext, it: Any, dim: int, largest: bool) -> tuple[Any, Any]:
+    """(max or min, int64 index) along ``dim`` (kept as size 1). Of tied extremes the first index wins,
+    like torch's argmax/argmin/max(dim)/min(dim); top-k promises no order among ties."""
+    values, idx = topk(ctx, it, 1, dim, largest)
+    size = tuple(it.shape)[dim]
+    if size <= 1:
+        return values, idx
+    # NOTE: first position equal to the extreme: min over where(x == v, position, size). A NaN
+    # extreme equals nothing (size everywhere): the min with top-k's own index keeps that index.
+    n = len(tuple(it.shape))
+    pos = torch.arange(size, dtype=torch.float32).reshape([size if i == dim else 1 for i in range(n)])
+    hit = E.compare(ctx, it, values, "eq")
+    first = reduce(ctx, E.select(ctx, hit, ctx.constant(pos), E.scalar(ctx, float(size), torch.float32, n)),
+                   "MIN", [dim], True)
+    first = ctx.cast(first, torch.int64)
+    return values, E.ew(ctx, first, idx, "MIN")
+
+
 def arg_extreme(ctx: ConversionContext, it: Any, dim: Any, keepdim: bool, largest: bool) -> Any:
-    """argmax/argmin: int64 indices (over the flattened tensor when ``dim`` is None)."""
+    """argmax/argmin: int64 indices (over the flattened tensor when ``dim`` is None); the first of ties."""
     n = len(tuple(it.shape))
     if dim is None:
         flat = S.flatten(ctx, it, 0, -1) if n else S.reshape(ctx, it, (1,))
-        _, idx = topk(ctx, flat, 1, 0, largest)
+        _, idx = extreme(ctx, flat, 0, largest)
         return S.reshape(ctx, idx, (1,) * n if keepdim else ())
     d = S.norm_dim(dim, max(n, 1)) if n else 0
     if n == 0:
         return ctx.constant(torch.zeros((), dtype=torch.int64))
-    _, idx = topk(ctx, it, 1, d, largest)
+    _, idx = extreme(ctx, it, d, largest)
     return idx if keepdim else S.squeeze(ctx, idx, d)
 
 

@@ -493,6 +493,9 @@ class ILayer:
 
     def _touch(self) -> None:
         """Invalidate cached shape inference of this layer and everything downstream."""
+        net = self._network_ref()
+        if net is not None:
+            net._wiring += 1
         todo: list[ILayer] = [self]
         seen: set[int] = set()
         while todo:

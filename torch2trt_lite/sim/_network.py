@@ -34,6 +34,9 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
         self._flags = int(flags)
         self._strongly_typed = bool(self._flags & (1 << int(NetworkDefinitionCreationFlag.STRONGLY_TYPED)))
         self._layers: list[ILayer] = []
+        # NOTE: bumped by every change of wiring or layer settings (layers added or removed, ILayer._touch):
+        # the key of the loop/conditional analyses cached in layers/control.py.
+        self._wiring = 0
         self._inputs: list[ITensor] = []
         self._outputs: list[ITensor] = []
         self._shape_outputs: list[ITensor] = []
@@ -75,6 +78,7 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
             if t is not None:
                 t._consumers.append(layer)
         self._layers.append(layer)
+        self._wiring += 1
         for sub in self._subgraph_stack:
             sub._adopt(layer)
         if eager:
@@ -86,6 +90,7 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
         return layer
 
     def _remove_layer(self, layer: ILayer) -> None:
+        self._wiring += 1
         if layer in self._layers:
             self._layers.remove(layer)
         for t in layer._inputs:

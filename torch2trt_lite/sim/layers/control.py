@@ -164,6 +164,7 @@ def _add_boundary(owner: Any, cls_name: str, inputs: Sequence[Any], eager: bool 
     layer = net._add(cls_name, inputs, eager=False, **attrs)
     layer._owner = owner
     layer._sid = owner._sid
+    net._wiring += 1  # the layer joined a structure: cached structure analyses are stale
     if eager:
         try:
             layer._infos()
@@ -195,8 +196,7 @@ class _BoundaryLayer(ILayer):
         """Build-time checks of the whole structure (run for each boundary layer while serializing)."""
         if self._owner is None:
             return
-        graph = _Graph.live(self._network)
-        _Scheduler(graph, fail=self._fail).composite(self._sid)
+        _live_scheduler(self._network, self._fail).composite(self._sid)
 
 
 class ILoopBoundaryLayer(_BoundaryLayer):
@@ -302,12 +302,18 @@ class _RecomputedLayer(ILayer):
     Its infos are recomputed on every request; when they change, downstream caches are invalidated.
     """
 
+    _wiring_seen = -1  # the network's wiring stamp when the cache was computed
+
     def _infos(self) -> list[TensorInfo]:
+        net = self._network
+        if self._cache is not None and self._wiring_seen == net._wiring:
+            return self._cache  # nothing in the network changed since
         new = self._infer()
         if self._cache is None or not _same_infos(new, self._cache):
             if self._cache is not None:
                 self._touch()
             self._cache = new
+        self._wiring_seen = net._wiring
         return self._cache
 
 
@@ -341,8 +347,9 @@ class ILoopOutputLayer(_RecomputedLayer, ILoopBoundaryLayer):
 
     # -- inference: run the whole loop step on the probes of everything it reads
     def _input_infos(self) -> list[TensorInfo | None]:
-        graph = _Graph.live(self._network)
-        step = _Scheduler(graph, fail=self._fail).composite(self._sid)
+        sched = _live_scheduler(self._network, self._fail)
+        graph = sched.g
+        step = sched.composite(self._sid)
         assert isinstance(step, _LoopStep)
         keys = [k for k in step.ins if k is not None]
         infos = [graph.tensors[k]._info() for k in keys]
@@ -979,6 +986,20 @@ class _Scheduler:
             needed.add(id(s))
             todo.extend(made[k] for k in s.ins if k is not None and k in made)
         return needed
+
+
+def _live_scheduler(network: Any, fail: Callable[[str], Exception]) -> _Scheduler:
+    """The scheduler of the live network (its graph and structure members), cached until the network's
+    wiring changes: recomputing it for every loop output's inference is quadratic in the number of loops."""
+    cached = getattr(network, "_live_scheduler", None)
+    if cached is not None and cached[0] == network._wiring:
+        sched: _Scheduler = cached[1]
+        sched.fail = fail
+        return sched
+    wiring = network._wiring
+    sched = _Scheduler(_Graph.live(network), fail=fail)
+    network._live_scheduler = (wiring, sched)
+    return sched
 
 
 def _label(sid: tuple[str, int], names: dict[tuple[str, int], str]) -> str:

@@ -1,0 +1,62 @@
+"""Harness cases: converters added for the model zoo (third-party library helpers)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import torch
+
+from tests.converters.harness import Case
+
+
+def _ties() -> list[torch.Tensor]:
+    x = torch.tensor([[1.0, 4, 4, 0, 4, 2, 4, 1, 4, 4, 4, 4], [0.0] * 12, [3.0, 3, 1, 1, 2, 3, 3, 3, 1, 1, 1, 1]])
+    return [x]
+
+
+# Tied extremes: torch returns the first index; top-k promises no order among ties (CLIP's pooling
+# takes argmax of ``input_ids == eos``, which ties on every padded eos).
+CASES: list[Case] = [
+    Case("argmax_ties", lambda x: x.argmax(-1), _ties),
+    Case("argmin_ties_dim0", lambda x: x.argmin(0), _ties),
+    Case("argmax_ties_flat", lambda x: x.argmax(), _ties),
+    Case("max_dim_ties", lambda x: x.max(1), _ties),
+    Case("min_dim_ties_keepdim", lambda x: x.min(0, keepdim=True), _ties),
+    Case("argmax_ties_int", lambda x: (x == 4).int().argmax(-1), _ties),
+    Case("argmax_ties_fp16", lambda x: x.half().argmax(-1), _ties),
+]
+
+
+def _padding_mask() -> list[torch.Tensor]:
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[0, -2:] = False
+    return [mask]
+
+
+def _bidirectional(mask: torch.Tensor) -> torch.Tensor:
+    from transformers.masking_utils import bidirectional_mask_function, sdpa_mask
+
+    out = sdpa_mask(batch_size=2, q_length=6, kv_length=6, mask_function=bidirectional_mask_function,
+                    attention_mask=mask, allow_is_causal_skip=False, allow_is_bidirectional_skip=True)
+    assert out is not None
+    return out
+
+
+def _causal(mask: torch.Tensor) -> torch.Tensor:
+    from transformers.masking_utils import causal_mask_function, sdpa_mask
+
+    out = sdpa_mask(batch_size=2, q_length=6, kv_length=6, mask_function=causal_mask_function,
+                    attention_mask=mask, allow_is_causal_skip=True)
+    assert out is not None
+    return out
+
+
+# NOTE: the transformers converters are registered only once transformers is imported; without it
+# installed there is nothing to cover.
+if importlib.util.find_spec("transformers") is not None:
+    CASES += [
+        Case("hf_bidirectional_mask_padded", _bidirectional, _padding_mask,
+             targets=["transformers.masking_utils._ignore_bidirectional_mask_sdpa"]),
+        Case("hf_causal_mask_padded", _causal, _padding_mask,
+             targets=["transformers.masking_utils._ignore_causal_mask_sdpa"]),
+    ]
