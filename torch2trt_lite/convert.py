@@ -74,8 +74,10 @@ def convert(
         for name, x in zip(names, traced, strict=True):
             ctx.set_itensor(x, network.add_input(name, ctx.trt_dtype(x.dtype), tuple(x.shape)))
         tracer = Tracer(ctx, model if isinstance(model, torch.nn.Module) else None)
+        t_trace = time.perf_counter()
         with tracer.activate():
             out = model(*traced)
+        t_trace = time.perf_counter() - t_trace
     leaves, _ = tree_flatten(out)
     tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
     if not tensors:
@@ -98,7 +100,9 @@ def convert(
     uses_plugins = any(network.get_layer(i).type == plugin_type for i in range(network.num_layers))
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(max_workspace_size))
+    t_build = time.perf_counter()
     plan = builder.build_serialized_network(network, config)
+    t_build = time.perf_counter() - t_build
     if plan is None:
         raise BuildError("building the engine failed: " + ("; ".join(logger.errors) or "no reason given"))
     meta = {
@@ -116,8 +120,11 @@ def convert(
         "out_tree": out_tree,
         "plugins": uses_plugins,
     }
-    module = TRTModule(bytes(plan), meta)
+    t_load = time.perf_counter()
+    module = TRTModule(plan if isinstance(plan, bytes) else bytes(plan), meta)
+    t_load = time.perf_counter() - t_load
     module.conversion_time_s = time.perf_counter() - t0
+    module.conversion_stats = {"trace_s": t_trace, "build_s": t_build, "load_s": t_load}
     return module
 
 

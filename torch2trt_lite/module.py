@@ -120,10 +120,11 @@ class TRTModule(torch.nn.Module):
         self._context: Any = None
         self._backend: Backend | None = None
         self.conversion_time_s: float | None = None
+        self.conversion_stats: dict[str, float] = {}  # trace_s / build_s / load_s of convert()
         if plan is not None:
             if meta is None:
                 raise Torch2TRTError("TRTModule(plan, meta): the engine metadata is required")
-            self._setup(bytes(plan), meta)
+            self._setup(plan if isinstance(plan, bytes) else bytes(plan), meta)
 
     # ---------------------------------------------------------------------------- setup
     def _setup(self, plan: bytes, meta: dict[str, Any]) -> None:

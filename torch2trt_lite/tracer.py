@@ -170,8 +170,19 @@ class Tracer:
 
     # ------------------------------------------------------------------------- helpers
     def touches_traced(self, args: Any, kwargs: Any) -> bool:
+        is_traced = self._traced_ids
+        # NOTE: a fast path for flat arguments (nearly every call); nested ones go through pytree.
+        nested = False
+        for x in (*args, *kwargs.values()) if kwargs else args:
+            if isinstance(x, torch.Tensor):
+                if is_traced(x):
+                    return True
+            elif isinstance(x, (list, tuple, dict)):
+                nested = True
+        if not nested:
+            return False
         leaves, _ = tree_flatten((args, kwargs))
-        return any(isinstance(x, torch.Tensor) and self._traced_ids(x) for x in leaves)
+        return any(isinstance(x, torch.Tensor) and is_traced(x) for x in leaves)
 
     @property
     def module_path(self) -> str:

@@ -190,7 +190,9 @@ class Builder:
         except (BuildError, NetworkDefinitionError) as e:
             _log(self._logger, Severity.ERROR, str(e))
             return None
-        return self._ns._class("IHostMemory")(data)
+        plan = self._ns._class("IHostMemory")(data)
+        _plan.trust(plan)
+        return plan
 
     def build_engine_with_config(self, network: Any, config: Any) -> Any:
         plan = self.build_serialized_network(network, config)

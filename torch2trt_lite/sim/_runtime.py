@@ -96,7 +96,8 @@ class Runtime:
         except EngineFileError as e:
             _log(self._logger, Severity.ERROR, str(e))
             return None
-        return self._ns._class("ICudaEngine")(header, layers, bytes(serialized_engine), self._logger)
+        data = serialized_engine if isinstance(serialized_engine, bytes) else bytes(serialized_engine)
+        return self._ns._class("ICudaEngine")(header, layers, data, self._logger)
 
     def get_plugin_registry(self) -> Any:
         return self._ns.get_plugin_registry()

@@ -60,6 +60,8 @@ class IActivationLayer(ILayer):
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
         x = inputs[0]
         a = self._a
+        if x.device.type == "meta":  # shape inference: same shape and dtype
+            return [torch.empty_like(x)]
         if x.dtype in (torch.float16, torch.bfloat16) and not rt.probe:
             return [_activation(x.float(), a["type"], a["alpha"], a["beta"]).to(x.dtype)]
         return [_activation(x, a["type"], a["alpha"], a["beta"])]
@@ -130,6 +132,9 @@ class IElementWiseLayer(ILayer):
 
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
         a, b = inputs
+        if a.device.type == "meta":  # shape inference: broadcast shape, bool for comparisons
+            dt = torch.bool if self._a["op"] in _CMP_OPS or self._a["op"] in _BOOL_OPS else a.dtype
+            return [torch.empty(torch.broadcast_shapes(a.shape, b.shape), dtype=dt, device="meta")]
         if a.dtype in (torch.float16, torch.bfloat16) and not rt.probe:
             return [elementwise(self._a["op"], a.float(), b.float()).to(
                 torch.bool if self._a["op"] in _CMP_OPS else a.dtype)]
@@ -166,6 +171,9 @@ class IUnaryLayer(ILayer):
 
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
         x = inputs[0]
+        if x.device.type == "meta":  # shape inference: same shape; bool for NOT / ISINF / ISNAN
+            boolean = self._a["op"] in (_U.NOT, _U.ISINF, _U.ISNAN)
+            return [torch.empty_like(x, dtype=torch.bool if boolean else x.dtype)]
         fn = _UNARY_FN[self._a["op"]]
         if x.dtype in (torch.float16, torch.bfloat16) and not rt.probe:
             y = fn(x.float())
