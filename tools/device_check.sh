@@ -28,26 +28,31 @@ step "machine"
 } 2>&1 | tee "$OUT/machine.txt"
 
 step "install"
-if ! "$PY" -m pip install --no-deps --no-build-isolation -e . >"$OUT/pip.log" 2>&1; then
-  echo "pip install failed; see $OUT/pip.log" | tee -a "$OUT/steps.log"
-  tail -20 "$OUT/pip.log"
+if ! "$PY" -m pip install --no-deps --no-build-isolation -e . >/tmp/t2tl-pip.log 2>&1; then
+  echo "pip install failed" | tee -a "$OUT/steps.log"
+  tail -20 /tmp/t2tl-pip.log | tee -a "$OUT/steps.log"
   exit 1
 fi
 
 export TORCH2TRT_LITE_CACHE="${TMPDIR:-/tmp}/t2tl-nvrtc-cache"  # not under $OUT: only 8 files come back
 
-step "sim on CUDA tensors (conformance cases, layer families, TRTModule)"
-timeout 240 "$PY" -m pytest tests/test_conformance.py tests/sim tests/test_module.py -q -p no:cacheprovider \
-  -x --junitxml="$OUT/sim-cuda-tests.xml" 2>&1 | tail -40 > "$OUT/sim-cuda-tests.log"
+step "sim per-layer CPU vs CUDA diagnostic"
+timeout 90 "$PY" tools/device_diag.py > "$OUT/sim-diag.json" 2>/tmp/t2tl-diag.err || status=1
+cat "$OUT/sim-diag.json"
+
+step "sim on CUDA tensors (conformance cases, layer families, TRTModule, models)"
+timeout 150 "$PY" -m pytest tests/test_conformance.py tests/sim tests/test_module.py -q \
+  -p no:cacheprovider -rf --tb=short 2>&1 | tail -120 > "$OUT/sim-cuda-tests.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+tail -25 "$OUT/sim-cuda-tests.log"
 
 step "gpu tests"
-timeout 300 "$PY" -m pytest -m gpu tests/test_plugins_gpu.py -q -rs -s -p no:cacheprovider \
-  --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
+timeout 120 "$PY" -m pytest -m gpu tests/test_plugins_gpu.py -q -rs -s -p no:cacheprovider --tb=short 2>&1 \
+  | tee "$OUT/gpu-tests.log" | tail -30
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 step "benchmark"
-timeout 300 "$PY" benchmarks/plugins_bench.py --out "$OUT/plugins_bench.json" --repeats "$REPEATS" 2>&1 \
+timeout 120 "$PY" benchmarks/plugins_bench.py --out "$OUT/plugins_bench.json" --repeats "$REPEATS" 2>&1 \
   | tee "$OUT/plugins_bench.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 

@@ -14,16 +14,18 @@ compared with rtol=1e-6, atol=1e-6.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
+import tests.sim.netbuilder as netbuilder
 import torch2trt_lite.sim as sim
+from tests.sim.netbuilder import infer
 from torch2trt_lite.errors import NetworkDefinitionError
-from torch2trt_lite.sim import api, torch_dtype
+from torch2trt_lite.sim import api
 from torch2trt_lite.sim.layers.basic import IUnaryLayer
 
 TOL = {"rtol": 1e-6, "atol": 1e-6}
@@ -34,72 +36,16 @@ DEVICES = [
 
 
 # ------------------------------------------------------------------------------ helpers
-class Net:
-    """A builder, network, config (and profile); ``build()`` returns a deserialized engine."""
+class Net(netbuilder.Net):
+    """The shared ``netbuilder.Net``, over the unversioned ``torch2trt_lite.sim`` API by default."""
 
     def __init__(self, ns: Any = sim) -> None:
-        self.ns = ns
-        self.builder = ns.Builder(ns.Logger(ns.Logger.INTERNAL_ERROR))
-        self.net = self.builder.create_network(0)
-        self.config = self.builder.create_builder_config()
-        self.profile: Any = None
-
-    def input(self, name: str, shape: Sequence[int], dtype: Any = None) -> Any:
-        return self.net.add_input(name, dtype if dtype is not None else self.ns.float32, list(shape))
-
-    def const(self, arr: np.ndarray, shape: Sequence[int] | None = None) -> Any:
-        a = np.ascontiguousarray(arr)
-        return self.net.add_constant(list(a.shape) if shape is None else list(shape), a).get_output(0)
-
-    def scalar(self, value: int | float | bool) -> Any:
-        dt = np.int32 if isinstance(value, int) and not isinstance(value, bool) else (
-            np.bool_ if isinstance(value, bool) else np.float32)
-        return self.net.add_constant([], np.array([value], dtype=dt)).get_output(0)
-
-    def ew(self, a: Any, b: Any, op: str) -> Any:
-        return self.net.add_elementwise(a, b, getattr(self.ns.ElementWiseOperation, op)).get_output(0)
-
-    def plan(self, *outputs: Any) -> Any:
-        for o in outputs:
-            self.net.mark_output(o)
-        if self.profile is not None:
-            self.config.add_optimization_profile(self.profile)
-        return self.builder.build_serialized_network(self.net, self.config)
-
-    def build(self, *outputs: Any) -> Any:
-        plan = self.plan(*outputs)
-        assert plan is not None, "build_serialized_network failed"
-        engine = self.ns.Runtime(self.ns.Logger(self.ns.Logger.INTERNAL_ERROR)).deserialize_cuda_engine(plan)
-        assert engine is not None
-        return engine
-
-
-def run(engine: Any, feeds: dict[str, torch.Tensor], device: str = "cpu") -> list[torch.Tensor]:
-    """One inference; returns the outputs in engine order (CPU tensors)."""
-    ctx = engine.create_execution_context()
-    keep = []
-    for name, t in feeds.items():
-        t = t.contiguous() if engine.is_shape_inference_io(name) else t.to(device).contiguous()
-        keep.append(t)
-        assert ctx.set_input_shape(name, list(t.shape))
-        assert ctx.set_tensor_address(name, t)
-    outs = []
-    for i in range(engine.num_io_tensors):
-        name = engine.get_tensor_name(i)
-        if engine.get_tensor_mode(name) != sim.TensorIOMode.OUTPUT:
-            continue
-        shape = tuple(ctx.get_tensor_shape(name))
-        assert all(d >= 0 for d in shape), f"output {name} has a data-dependent shape {shape}"
-        out = torch.empty(shape, dtype=torch_dtype(engine.get_tensor_dtype(name)), device=device)
-        ctx.set_tensor_address(name, out)
-        outs.append(out)
-    assert ctx.execute_async_v3(0), "execute_async_v3 failed"
-    return [o.cpu() for o in outs]
+        super().__init__(ns)
 
 
 def doubling_loop(n: Net, x: Any, count: Any) -> tuple[Any, Any, Any]:
     """r = x; repeat count times: y = r + r; r = y. Returns (loop, recurrence, y)."""
-    loop = n.net.add_loop()
+    loop = n.network.add_loop()
     loop.add_trip_limit(count, sim.TripLimit.COUNT)
     rec = loop.add_recurrence(x)
     y = n.ew(rec.get_output(0), rec.get_output(0), "SUM")
@@ -119,7 +65,7 @@ def test_for_loop_last_value_and_concatenate(device: str) -> None:
     engine = n.build(last.get_output(0), cat.get_output(0))
 
     xv = torch.randn(2, 3)
-    got_last, got_cat = run(engine, {"x": xv}, device)
+    got_last, got_cat = infer(engine, {"x": xv}, device)
     r, values = xv.clone(), []
     for _ in range(5):
         r = r + r
@@ -151,7 +97,7 @@ def test_concatenate_longer_than_trip_count_is_zero_padded() -> None:
     cat.set_input(1, n.scalar(4))
     engine = n.build(cat.get_output(0))
     xv = torch.tensor([1.0, -2.0, 0.5])
-    (got,) = run(engine, {"x": xv})
+    (got,) = infer(engine, {"x": xv})
     want = torch.stack([2 * xv, 4 * xv, torch.zeros(3), torch.zeros(3)])
     torch.testing.assert_close(got, want, **TOL)
 
@@ -162,7 +108,7 @@ def test_while_loop(device: str) -> None:
     n = Net()
     x = n.input("x", (4,))
     limit = n.input("limit", (), sim.int32)
-    loop = n.net.add_loop()
+    loop = n.network.add_loop()
     i = loop.add_recurrence(n.scalar(0))
     acc = loop.add_recurrence(x)
     cond = n.ew(i.get_output(0), limit, "LESS")
@@ -179,7 +125,8 @@ def test_while_loop(device: str) -> None:
 
     xv = torch.randn(4)
     for lim in (0, 1, 4, 6):
-        got_acc, got_i, got_seen = run(engine, {"x": xv, "limit": torch.tensor(lim, dtype=torch.int32)}, device)
+        feeds = {"x": xv, "limit": torch.tensor(lim, dtype=torch.int32)}
+        got_acc, got_i, got_seen = infer(engine, feeds, device)
         a, k, values = xv.clone(), 0, []
         while k < lim:
             values.append(a)
@@ -199,7 +146,7 @@ def test_iterator_cumulative_sum(device: str, reverse: bool) -> None:
     """s = 0; for each column c of x (axis 1): s = s + c; CONCATENATE and REVERSE the sums."""
     n = Net()
     x = n.input("x", (3, 5))
-    loop = n.net.add_loop()
+    loop = n.network.add_loop()
     it = loop.add_iterator(x, 1, reverse)
     five = n.scalar(5)
     loop.add_trip_limit(five, sim.TripLimit.COUNT)
@@ -216,7 +163,7 @@ def test_iterator_cumulative_sum(device: str, reverse: bool) -> None:
     engine = n.build(cat.get_output(0), rev.get_output(0), last.get_output(0))
 
     xv = torch.randn(3, 5)
-    got_cat, got_rev, got_last = run(engine, {"x": xv}, device)
+    got_cat, got_rev, got_last = infer(engine, {"x": xv}, device)
     cols = [xv[:, 4 - k] if reverse else xv[:, k] for k in range(5)]
     sums, total = [], torch.zeros(3)
     for c in cols:
@@ -231,10 +178,10 @@ def test_nested_loops() -> None:
     """acc = x; repeat 3: b = acc; repeat 4: b = b + x; acc = b * 0.5."""
     n = Net()
     x = n.input("x", (2, 2))
-    outer = n.net.add_loop()
+    outer = n.network.add_loop()
     outer.add_trip_limit(n.scalar(3), sim.TripLimit.COUNT)
     acc = outer.add_recurrence(x)
-    inner = n.net.add_loop()
+    inner = n.network.add_loop()
     inner.add_trip_limit(n.scalar(4), sim.TripLimit.COUNT)
     b = inner.add_recurrence(acc.get_output(0))
     b.set_input(1, n.ew(b.get_output(0), x, "SUM"))
@@ -244,7 +191,7 @@ def test_nested_loops() -> None:
     engine = n.build(out.get_output(0))
 
     xv = torch.randn(2, 2)
-    (got,) = run(engine, {"x": xv})
+    (got,) = infer(engine, {"x": xv})
     a = xv.clone()
     for _ in range(3):
         bb = a
@@ -274,7 +221,7 @@ def test_loop_with_dynamic_input_shape_and_shape_input_count() -> None:
 
     for batch, k in ((2, 3), (5, 1), (1, 0)):
         xv = torch.randn(batch, 3)
-        got_cat, got_last = run(engine, {"x": xv, "count": torch.tensor(k, dtype=torch.int32)})
+        got_cat, got_last = infer(engine, {"x": xv, "count": torch.tensor(k, dtype=torch.int32)})
         want = [xv * 2 ** (j + 1) for j in range(k)]
         torch.testing.assert_close(got_cat, torch.stack(want) if want else torch.zeros(0, batch, 3), **TOL)
         torch.testing.assert_close(got_last, xv * 2**k, **TOL)
@@ -284,7 +231,7 @@ def test_loop_with_conditional_inside() -> None:
     """acc = 0; for i in 0..4: acc = acc + x if i is even else acc - x."""
     n = Net()
     x = n.input("x", (3,))
-    loop = n.net.add_loop()
+    loop = n.network.add_loop()
     loop.add_trip_limit(n.scalar(5), sim.TripLimit.COUNT)
     i = loop.add_recurrence(n.scalar(0))
     i.set_input(1, n.ew(i.get_output(0), n.scalar(1), "SUM"))
@@ -292,7 +239,7 @@ def test_loop_with_conditional_inside() -> None:
     two = n.scalar(2)
     parity = n.ew(i.get_output(0), n.ew(n.ew(i.get_output(0), two, "FLOOR_DIV"), two, "PROD"), "SUB")
     even = n.ew(parity, n.scalar(0), "EQUAL")
-    cond = n.net.add_if_conditional()
+    cond = n.network.add_if_conditional()
     cond.set_condition(even)
     a_in = cond.add_input(acc.get_output(0)).get_output(0)
     x_in = cond.add_input(x).get_output(0)
@@ -302,7 +249,7 @@ def test_loop_with_conditional_inside() -> None:
     engine = n.build(out.get_output(0))
 
     xv = torch.randn(3)
-    (got,) = run(engine, {"x": xv})
+    (got,) = infer(engine, {"x": xv})
     a = torch.zeros(3)
     for k in range(5):
         a = a + xv if k % 2 == 0 else a - xv
@@ -313,12 +260,12 @@ def test_network_order_differs_from_dataflow() -> None:
     """set_input may wire a layer to a tensor made later; the schedule follows the dataflow."""
     n = Net()
     x = n.input("x", (2,))
-    first = n.net.add_unary(x, sim.UnaryOperation.ABS)
-    neg = n.net.add_unary(x, sim.UnaryOperation.NEG).get_output(0)
+    first = n.network.add_unary(x, sim.UnaryOperation.ABS)
+    neg = n.network.add_unary(x, sim.UnaryOperation.NEG).get_output(0)
     first.set_input(0, neg)  # first now reads a tensor of a later layer
     engine = n.build(first.get_output(0))
     xv = torch.tensor([1.5, -2.0])
-    (got,) = run(engine, {"x": xv})
+    (got,) = infer(engine, {"x": xv})
     torch.testing.assert_close(got, xv.abs(), **TOL)
 
 
@@ -327,7 +274,7 @@ def test_plan_round_trip() -> None:
     ns = api("10.16")
     n = Net(ns)
     x = n.input("x", (2, 3))
-    loop = n.net.add_loop()
+    loop = n.network.add_loop()
     loop.name = "doubler"
     loop.add_trip_limit(n.scalar(3), ns.TripLimit.COUNT)
     rec = loop.add_recurrence(x)
@@ -338,23 +285,23 @@ def test_plan_round_trip() -> None:
     data = bytes(plan)
     xv = torch.randn(2, 3)
     engine = ns.Runtime(ns.Logger()).deserialize_cuda_engine(data)
-    (got,) = run(engine, {"x": xv})
+    (got,) = infer(engine, {"x": xv})
     torch.testing.assert_close(got, xv * 8, **TOL)
     again = ns.Runtime(ns.Logger()).deserialize_cuda_engine(engine.serialize())
-    (got2,) = run(again, {"x": xv})
+    (got2,) = infer(again, {"x": xv})
     torch.testing.assert_close(got2, xv * 8, **TOL)
-    assert engine.num_layers == len(n.net)
+    assert engine.num_layers == len(n.network)
 
 
 # ---------------------------------------------------------------------------- conditionals
 def _conditional(n: Net, cond: Any, x: Any) -> tuple[Any, Any]:
     """if cond: x + x else: |x|."""
-    c = n.net.add_if_conditional()
+    c = n.network.add_if_conditional()
     c.name = "choose"
     condition = c.set_condition(cond)
     xi = c.add_input(x).get_output(0)
     true_out = n.ew(xi, xi, "SUM")
-    false_out = n.net.add_unary(xi, sim.UnaryOperation.ABS).get_output(0)
+    false_out = n.network.add_unary(xi, sim.UnaryOperation.ABS).get_output(0)
     out = c.add_output(true_out, false_out)
     assert condition.conditional is c and out.conditional is c and c.name == "choose"
     return c, out
@@ -379,10 +326,10 @@ def test_if_conditional_runs_only_the_taken_branch(device: str, monkeypatch: pyt
 
     monkeypatch.setattr(IUnaryLayer, "_run", spy)
     xv = torch.randn(2, 3)
-    (got,) = run(engine, {"x": xv, "flag": torch.tensor(True)}, device)
+    (got,) = infer(engine, {"x": xv, "flag": torch.tensor(True)}, device)
     torch.testing.assert_close(got, xv + xv, **TOL)
     assert calls == [], "the false branch ran although the condition was true"
-    (got,) = run(engine, {"x": xv, "flag": torch.tensor(False)}, device)
+    (got,) = infer(engine, {"x": xv, "flag": torch.tensor(False)}, device)
     torch.testing.assert_close(got, xv.abs(), **TOL)
     assert len(calls) == 1
 
@@ -391,13 +338,13 @@ def test_if_conditional_with_build_time_condition_and_different_shapes() -> None
     n = Net()
     a = n.input("a", (2, 3))
     b = n.input("b", (4, 3))
-    c = n.net.add_if_conditional()
+    c = n.network.add_if_conditional()
     c.set_condition(n.scalar(False))
     out = c.add_output(c.add_input(a).get_output(0), c.add_input(b).get_output(0))
     assert tuple(out.get_output(0).shape) == (4, 3)
     engine = n.build(out.get_output(0))
     av, bv = torch.randn(2, 3), torch.randn(4, 3)
-    (got,) = run(engine, {"a": av, "b": bv})
+    (got,) = infer(engine, {"a": av, "b": bv})
     torch.testing.assert_close(got, bv, **TOL)
 
 
@@ -407,7 +354,7 @@ def test_if_conditional_output_shape_depends_on_data() -> None:
     a = n.input("a", (2, 3))
     b = n.input("b", (4, 3))
     flag = n.input("flag", (), sim.bool)
-    c = n.net.add_if_conditional()
+    c = n.network.add_if_conditional()
     c.set_condition(flag)
     out = c.add_output(c.add_input(a).get_output(0), c.add_input(b).get_output(0))
     assert tuple(out.get_output(0).shape) == (-1, 3)
@@ -447,9 +394,9 @@ def test_assertion_at_run_time() -> None:
     n = Net()
     x = n.input("x", (3,))
     positive = n.ew(x, n.const(np.zeros(1, dtype=np.float32)), "GREATER")
-    layer = n.net.add_assertion(positive, "x must be positive")
+    layer = n.network.add_assertion(positive, "x must be positive")
     assert layer.message == "x must be positive"
-    engine = n.build(n.net.add_identity(x).get_output(0))
+    engine = n.build(n.network.add_identity(x).get_output(0))
     ctx = engine.create_execution_context()
     out = torch.empty(3)
     ctx.set_tensor_address(engine.get_tensor_name(1), out)
@@ -462,12 +409,12 @@ def test_assertion_at_run_time() -> None:
 def test_assertion_known_at_build_time_fails_the_build() -> None:
     n = Net()
     x = n.input("x", (3,))
-    n.net.add_assertion(n.scalar(False), "never")
-    assert n.plan(n.net.add_identity(x).get_output(0)) is None
+    n.network.add_assertion(n.scalar(False), "never")
+    assert n.plan(n.network.add_identity(x).get_output(0)) is None
     ok = Net()
     y = ok.input("y", (3,))
-    ok.net.add_assertion(ok.scalar(True), "always")
-    assert ok.plan(ok.net.add_identity(y).get_output(0)) is not None
+    ok.network.add_assertion(ok.scalar(True), "always")
+    assert ok.plan(ok.network.add_identity(y).get_output(0)) is not None
 
 
 # ----------------------------------------------------------------------------------- errors
@@ -479,17 +426,17 @@ def _expect_error(fn: Callable[[], Any]) -> None:
 def test_definition_errors() -> None:
     n = Net()
     x = n.input("x", (2,))
-    loop = n.net.add_loop()
+    loop = n.network.add_loop()
     loop.add_trip_limit(n.scalar(2), sim.TripLimit.COUNT)
     _expect_error(lambda: loop.add_trip_limit(n.scalar(3), sim.TripLimit.COUNT))  # second COUNT limit
     _expect_error(lambda: loop.add_trip_limit(x, sim.TripLimit.WHILE))  # not a 0-D BOOL
     _expect_error(lambda: loop.add_iterator(x, 1))  # axis out of range
-    c = n.net.add_if_conditional()
+    c = n.network.add_if_conditional()
     _expect_error(lambda: c.set_condition(n.scalar(1)))  # not BOOL
     c.set_condition(n.scalar(True))
     _expect_error(lambda: c.set_condition(n.scalar(True)))  # exactly one condition
     _expect_error(lambda: c.add_output(x, n.scalar(1)))  # branch types differ
-    _expect_error(lambda: n.net.add_assertion(x, "not bool"))
+    _expect_error(lambda: n.network.add_assertion(x, "not bool"))
 
 
 def test_last_value_needs_a_recurrence() -> None:
@@ -503,7 +450,7 @@ def test_last_value_needs_a_recurrence() -> None:
 def test_recurrence_needs_a_next_value() -> None:
     n = Net()
     x = n.input("x", (2,))
-    loop = n.net.add_loop()
+    loop = n.network.add_loop()
     loop.add_trip_limit(n.scalar(2), sim.TripLimit.COUNT)
     rec = loop.add_recurrence(x)
     out = loop.add_loop_output(rec.get_output(0), sim.LoopOutput.LAST_VALUE)
@@ -546,11 +493,11 @@ def test_recurrence_next_value_must_keep_type_and_shape() -> None:
     for make_next in ("cast", "reshape"):
         n = Net()
         x = n.input("x", (2, 3))
-        loop = n.net.add_loop()
+        loop = n.network.add_loop()
         loop.add_trip_limit(n.scalar(2), sim.TripLimit.COUNT)
         rec = loop.add_recurrence(x)
         if make_next == "cast":
-            nxt = n.net.add_cast(rec.get_output(0), sim.int32).get_output(0)
+            nxt = n.network.add_cast(rec.get_output(0), sim.int32).get_output(0)
         else:
             nxt = n.input("z", (4, 3))  # a next value of another shape than the initial (2, 3)
         rec.set_input(1, nxt)

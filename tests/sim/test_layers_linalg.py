@@ -13,7 +13,6 @@ reference at rtol=atol=1e-2 (fp16 keeps ~3 decimal digits).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,8 +20,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.sim.netbuilder import Net, infer
 from torch2trt_lite.errors import NetworkDefinitionError
-from torch2trt_lite.sim import api, torch_dtype
+from torch2trt_lite.sim import api
 
 trt = api("10.16")
 trt11 = api("11.1")
@@ -34,90 +34,6 @@ RO = trt.ReduceOperation
 
 
 # ------------------------------------------------------------------------------ helpers
-class Net:
-    """A builder, a network, a config and (on demand) one optimization profile."""
-
-    def __init__(self, ns: Any = trt, strongly_typed: bool = False) -> None:
-        self.ns = ns
-        self.builder = ns.Builder(ns.Logger(ns.Logger.INTERNAL_ERROR))
-        flags = 1 << int(ns.NetworkDefinitionCreationFlag.STRONGLY_TYPED) if strongly_typed else 0
-        self.network = self.builder.create_network(flags)
-        self.config = self.builder.create_builder_config()
-        self.profile: Any = None
-
-    def input(self, name: str, shape: Sequence[int], dtype: Any = None) -> Any:
-        return self.network.add_input(name, dtype if dtype is not None else self.ns.float32, list(shape))
-
-    def const(self, arr: np.ndarray) -> Any:
-        return self.network.add_constant(list(arr.shape), np.ascontiguousarray(arr)).get_output(0)
-
-    def dynamic(self, name: str, mn: Sequence[int], opt: Sequence[int], mx: Sequence[int]) -> None:
-        if self.profile is None:
-            self.profile = self.builder.create_optimization_profile()
-        self.profile.set_shape(name, mn, opt, mx)
-
-    def plan(self, *outputs: Any) -> Any:
-        for o in outputs:
-            self.network.mark_output(o)
-        if self.profile is not None:
-            self.config.add_optimization_profile(self.profile)
-        return self.builder.build_serialized_network(self.network, self.config)
-
-    def build(self, *outputs: Any) -> Any:
-        plan = self.plan(*outputs)
-        assert plan is not None, "build_serialized_network failed"
-        engine = self.ns.Runtime(self.ns.Logger(self.ns.Logger.INTERNAL_ERROR)).deserialize_cuda_engine(plan)
-        assert engine is not None
-        return engine
-
-
-def _allocator(ns: Any) -> Any:
-    class Alloc(ns.IOutputAllocator):  # type: ignore[misc, name-defined]
-        def __init__(self) -> None:
-            super().__init__()
-            self.bufs: dict[str, torch.Tensor] = {}
-            self.shapes: dict[str, tuple[int, ...]] = {}
-
-        def reallocate_output(self, tensor_name: str, memory: int, size: int, alignment: int) -> int:
-            self.bufs[tensor_name] = torch.empty(max(int(size), 1), dtype=torch.uint8)
-            return int(self.bufs[tensor_name].data_ptr())
-
-        def notify_shape(self, tensor_name: str, shape: Any) -> None:
-            self.shapes[tensor_name] = tuple(shape)
-
-    return Alloc()
-
-
-def infer(engine: Any, feeds: dict[str, torch.Tensor], ns: Any = trt) -> list[torch.Tensor]:
-    """Run ``engine`` on ``feeds``; the outputs in engine order (data-dependent ones via an allocator)."""
-    ctx = engine.create_execution_context()
-    keep = []
-    for name, t in feeds.items():
-        t = t.contiguous()
-        keep.append(t)
-        assert ctx.set_input_shape(name, list(t.shape))
-        assert ctx.set_tensor_address(name, t)
-    names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
-    names = [n for n in names if engine.get_tensor_mode(n) == ns.TensorIOMode.OUTPUT]
-    alloc = _allocator(ns)
-    outs: dict[str, torch.Tensor] = {}
-    for name in names:
-        shape = tuple(ctx.get_tensor_shape(name))
-        if any(d < 0 for d in shape):
-            assert ctx.set_output_allocator(name, alloc)
-        else:
-            outs[name] = torch.empty(shape, dtype=torch_dtype(engine.get_tensor_dtype(name)))
-            assert ctx.set_tensor_address(name, outs[name])
-    assert ctx.execute_async_v3(0)
-    for name in names:
-        if name not in outs:
-            dt = torch_dtype(engine.get_tensor_dtype(name))
-            shape = alloc.shapes[name]
-            n = int(np.prod(shape)) if shape else 1
-            outs[name] = alloc.bufs[name].view(dt)[:n].reshape(shape)
-    return [outs[n] for n in names]
-
-
 def rand(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g).to(dtype)
@@ -693,7 +609,7 @@ def test_attention_v2_lower_right_causal_and_norm_none() -> None:
     assert att.causal and att.causal_kind == trt11.CausalMaskKind.LOWER_RIGHT
     att2 = net.network.add_attention(*ins, trt11.AttentionNormalizationOp.NONE, False)
     att2.decomposable = True
-    y, y2 = infer(net.build(att.get_output(0), att2.get_output(0)), {"q": q, "k": k, "v": v}, trt11)
+    y, y2 = infer(net.build(att.get_output(0), att2.get_output(0)), {"q": q, "k": k, "v": v}, ns=trt11)
     close(y, _attn_ref(f64(q), f64(k), f64(v), allowed=lower_right))
     close(y2, _attn_ref(f64(q), f64(k), f64(v), softmax=False), {"rtol": 1e-5, "atol": 1e-4})
 
@@ -712,7 +628,7 @@ def test_attention_packed_forms_and_kv_lengths() -> None:
     att.key_value_lengths = net.input("kl", (3,), trt11.int32)
     feeds = {"q": q, "k": k, "v": v, "ql": torch.tensor([0, 2, 5], dtype=torch.int32),
              "kl": torch.tensor([0, 4, 5], dtype=torch.int32)}
-    (y,) = infer(net.build(att.get_output(0)), feeds, trt11)
+    (y,) = infer(net.build(att.get_output(0)), feeds, ns=trt11)
     oq, ok = np.cumsum([0, *lens_q]), np.cumsum([0, *lens_kv])
     for b in range(2):
         qb = np.swapaxes(f64(q)[oq[b]:oq[b + 1]], 0, 1)[None]
@@ -726,7 +642,7 @@ def test_attention_packed_forms_and_kv_lengths() -> None:
                                       net2.input("v", v2.shape), trt11.AttentionNormalizationOp.SOFTMAX, False)
     att2.key_value_lengths = net2.input("kl", (2,), trt11.int32)
     (y2,) = infer(net2.build(att2.get_output(0)),
-                  {"q": q2, "k": k2, "v": v2, "kl": torch.tensor([6, 3], dtype=torch.int32)}, trt11)
+                  {"q": q2, "k": k2, "v": v2, "kl": torch.tensor([6, 3], dtype=torch.int32)}, ns=trt11)
     allowed = (np.arange(6)[None, :] < np.array([6, 3])[:, None])[:, None, None, :]
     close(y2, _attn_ref(f64(q2), f64(k2), f64(v2), allowed=allowed))
 
@@ -913,7 +829,7 @@ def test_kv_cache_update_packed_update_form() -> None:
     layer.update_lengths = net.input("l", (3,), trt11.int32)
     feeds = {"cache": cache, "u": update, "i": torch.tensor([1, 0], dtype=torch.int32),
              "l": torch.tensor([0, 3, 4], dtype=torch.int32)}
-    (y,) = infer(net.build(layer.get_output(0)), feeds, trt11)
+    (y,) = infer(net.build(layer.get_output(0)), feeds, ns=trt11)
     want = torch.zeros(2, 1, 5, 2)
     want[0, 0, 1:4] = update[0:3, 0]
     want[1, 0, 0:1] = update[3:4, 0]
@@ -1024,7 +940,7 @@ def test_serialized_engine_round_trip_keeps_attention_topk_and_cumulative_settin
     engine = net.build(att.get_output(0), top.get_output(1), cum.get_output(0))
     again = trt11.Runtime(trt11.Logger()).deserialize_cuda_engine(engine.serialize())
     feeds = {"q": q, "k": k, "v": v, "x": x}
-    y, idx, c = infer(again, feeds, trt11)
+    y, idx, c = infer(again, feeds, ns=trt11)
     close(y, _attn_ref(f64(q), f64(k), f64(v), allowed=np.tril(np.ones((4, 4), dtype=bool))))
     assert idx.dtype == torch.int64 and torch.equal(idx, torch.topk(x, 2, 1, largest=False).indices)
     close(c, _cum_ref(f64(x), 1, True, True))

@@ -13,7 +13,7 @@ different order); float16 results are compared with the fp32 reference at rtol=a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,87 +21,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.sim.netbuilder import Net, infer
 from torch2trt_lite.errors import NetworkDefinitionError
-from torch2trt_lite.sim import api, torch_dtype
+from torch2trt_lite.sim import api
 from torch2trt_lite.sim.layers import nn as sim_nn
 
 trt = api("10.16")
 F32 = {"rtol": 1e-5, "atol": 1e-5}
 F16 = {"rtol": 1e-2, "atol": 1e-2}
-DEVICE = torch.device("cpu")
 
 
 # ------------------------------------------------------------------------------ helpers
-def _logger() -> Any:
-    return trt.Logger(trt.Logger.INTERNAL_ERROR)
-
-
-class Net:
-    """A builder, network and config; ``build()`` returns a deserialized engine."""
-
-    def __init__(self, ns: Any = trt) -> None:
-        self.ns = ns
-        self.builder = ns.Builder(ns.Logger(ns.Logger.INTERNAL_ERROR))
-        self.network = self.builder.create_network(0)
-        self.config = self.builder.create_builder_config()
-        self.profile: Any = None
-
-    def input(self, name: str, shape: Sequence[int], dtype: Any = None) -> Any:
-        return self.network.add_input(name, dtype if dtype is not None else self.ns.float32, list(shape))
-
-    def const(self, arr: np.ndarray | torch.Tensor) -> Any:
-        a = arr.numpy() if isinstance(arr, torch.Tensor) else arr
-        return self.network.add_constant(list(a.shape), np.ascontiguousarray(a)).get_output(0)
-
-    def dynamic(self, name: str, mn: Sequence[int], opt: Sequence[int], mx: Sequence[int]) -> None:
-        if self.profile is None:
-            self.profile = self.builder.create_optimization_profile()
-        self.profile.set_shape(name, mn, opt, mx)
-
-    def shape_values(self, name: str, mn: Sequence[int], opt: Sequence[int], mx: Sequence[int]) -> None:
-        if self.profile is None:
-            self.profile = self.builder.create_optimization_profile()
-        self.profile.set_shape_input(name, mn, opt, mx)
-
-    def build(self, *outputs: Any) -> Any:
-        for o in outputs:
-            self.network.mark_output(o)
-        if self.profile is not None:
-            self.config.add_optimization_profile(self.profile)
-        plan = self.builder.build_serialized_network(self.network, self.config)
-        assert plan is not None, "build_serialized_network failed"
-        engine = self.ns.Runtime(_logger()).deserialize_cuda_engine(plan)
-        assert engine is not None
-        return engine
-
-    def build_fails(self, *outputs: Any) -> bool:
-        for o in outputs:
-            self.network.mark_output(o)
-        return self.builder.build_serialized_network(self.network, self.config) is None
-
-
-def infer(engine: Any, feeds: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-    """Run ``engine`` on ``feeds``; returns the outputs in engine order."""
-    ctx = engine.create_execution_context()
-    keep = []
-    for name, t in feeds.items():
-        t = t.contiguous() if engine.is_shape_inference_io(name) else t.to(DEVICE).contiguous()
-        keep.append(t)
-        assert ctx.set_input_shape(name, list(t.shape))
-        assert ctx.set_tensor_address(name, t)
-    outs = []
-    for i in range(engine.num_io_tensors):
-        name = engine.get_tensor_name(i)
-        if engine.get_tensor_mode(name) != trt.TensorIOMode.OUTPUT:
-            continue
-        shape = tuple(ctx.get_tensor_shape(name))
-        buf = torch.empty(shape, dtype=torch_dtype(engine.get_tensor_dtype(name)), device=DEVICE)
-        assert ctx.set_tensor_address(name, buf)
-        outs.append(buf)
-    assert ctx.execute_async_v3(0)
-    return [o.cpu() for o in outs]
-
-
 def run1(build: Callable[[Net, Any], Any], x: torch.Tensor, ns: Any = trt) -> torch.Tensor:
     """One input 'x', one output: build with ``build(net, x_tensor)`` and run."""
     net = Net(ns)
@@ -1041,6 +971,8 @@ def test_layers_run_on_cuda() -> None:
     resize = net.network.add_resize(pool.get_output(0))
     resize.shape = (2, 4, 12, 12)
     resize.resize_mode = trt.InterpolationMode.CUBIC
+    # NOTE: TensorRT's default transformation is ASYMMETRIC; torch's bicubic is HALF_PIXEL.
+    resize.coordinate_transformation = trt.ResizeCoordinateTransformation.HALF_PIXEL
     norm = _norm(net, resize.get_output(0), torch.ones(1, 4, 1, 1), torch.zeros(1, 4, 1, 1), 0b1100)
     norm.num_groups = 2
     engine = net.build(norm.get_output(0))

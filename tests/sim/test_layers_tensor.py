@@ -15,6 +15,7 @@ scales, dequantized values) use rtol=1e-6, atol=1e-6.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,117 +24,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import tests.sim.netbuilder as netbuilder
+from tests.sim.netbuilder import Net
 from torch2trt_lite.errors import NetworkDefinitionError
-from torch2trt_lite.sim import api, torch_dtype
+from torch2trt_lite.sim import api
 
 trt = api("10.16")
 EXACT = {"rtol": 0.0, "atol": 0.0}
 F32 = {"rtol": 1e-6, "atol": 1e-6}
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+infer = functools.partial(netbuilder.infer, device=DEVICE)
 
 
 # ------------------------------------------------------------------------------ helpers
-class Net:
-    """A builder, network and config; ``build()`` returns a deserialized engine."""
-
-    def __init__(self, ns: Any = trt, flags: int = 0) -> None:
-        self.ns = ns
-        self.builder = ns.Builder(ns.Logger(ns.Logger.INTERNAL_ERROR))
-        self.network = self.builder.create_network(flags)
-        self.config = self.builder.create_builder_config()
-        self.profile: Any = None
-
-    def input(self, name: str, shape: Sequence[int], dtype: Any = None) -> Any:
-        return self.network.add_input(name, dtype if dtype is not None else self.ns.float32, list(shape))
-
-    def const(self, arr: np.ndarray | torch.Tensor) -> Any:
-        a = arr.numpy() if isinstance(arr, torch.Tensor) else np.asarray(arr)
-        return self.network.add_constant(list(a.shape), np.ascontiguousarray(a)).get_output(0)
-
-    def ints(self, values: Sequence[int], dtype: Any = np.int32) -> Any:
-        return self.const(np.array(values, dtype=dtype))
-
-    def dynamic(self, name: str, mn: Sequence[int], opt: Sequence[int], mx: Sequence[int]) -> None:
-        if self.profile is None:
-            self.profile = self.builder.create_optimization_profile()
-        self.profile.set_shape(name, mn, opt, mx)
-
-    def shape_values(self, name: str, mn: Sequence[int], opt: Sequence[int], mx: Sequence[int]) -> None:
-        if self.profile is None:
-            self.profile = self.builder.create_optimization_profile()
-        self.profile.set_shape_input(name, mn, opt, mx)
-
-    def plan(self, *outputs: Any) -> Any:
-        for o in outputs:
-            self.network.mark_output(o)
-        if self.profile is not None:
-            self.config.add_optimization_profile(self.profile)
-        return self.builder.build_serialized_network(self.network, self.config)
-
-    def build(self, *outputs: Any) -> Any:
-        plan = self.plan(*outputs)
-        assert plan is not None, "build_serialized_network failed"
-        engine = self.ns.Runtime(self.ns.Logger(self.ns.Logger.INTERNAL_ERROR)).deserialize_cuda_engine(plan)
-        assert engine is not None
-        return engine
-
-    def build_fails(self, *outputs: Any) -> bool:
-        return self.plan(*outputs) is None
-
-
-class Allocator(trt.IOutputAllocator):  # type: ignore[misc, name-defined]
-    """Receives data-dependent outputs: TensorRT asks for memory once their size is known."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.buffers: dict[str, torch.Tensor] = {}
-        self.shapes: dict[str, tuple[int, ...]] = {}
-
-    def reallocate_output(self, tensor_name: str, memory: int, size: int, alignment: int) -> int:
-        self.buffers[tensor_name] = torch.empty(max(int(size), 1), dtype=torch.uint8, device=DEVICE)
-        return int(self.buffers[tensor_name].data_ptr())
-
-    def notify_shape(self, tensor_name: str, shape: Any) -> None:
-        self.shapes[tensor_name] = tuple(int(d) for d in shape)
-
-
-def infer(engine: Any, feeds: dict[str, torch.Tensor], context: Any = None) -> list[torch.Tensor]:
-    """Run ``engine`` on ``feeds``; returns the outputs in engine order (on the CPU).
-
-    Outputs whose shape is still unknown after the input shapes are set (data-dependent) go through
-    an IOutputAllocator.
-    """
-    ctx = context or engine.create_execution_context()
-    keep = []
-    for name, t in feeds.items():
-        t = t.contiguous() if engine.is_shape_inference_io(name) else t.to(DEVICE).contiguous()
-        keep.append(t)
-        assert ctx.set_input_shape(name, list(t.shape))
-        assert ctx.set_tensor_address(name, t)
-    names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
-    names = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.OUTPUT]
-    alloc = Allocator()
-    outs: dict[str, torch.Tensor] = {}
-    for name in names:
-        shape = tuple(ctx.get_tensor_shape(name))
-        if any(d < 0 for d in shape):
-            assert ctx.set_output_allocator(name, alloc)
-            continue
-        outs[name] = torch.empty(shape, dtype=torch_dtype(engine.get_tensor_dtype(name)), device=DEVICE)
-        assert ctx.set_tensor_address(name, outs[name])
-    assert ctx.execute_async_v3(0)
-    result = []
-    for name in names:
-        if name not in outs:
-            shape = alloc.shapes[name]
-            dt = torch_dtype(engine.get_tensor_dtype(name))
-            n = int(np.prod(shape)) if shape else 1
-            nbytes = n * torch.empty(0, dtype=dt).element_size()
-            outs[name] = alloc.buffers[name][:nbytes].view(dt).reshape(shape)
-        result.append(outs[name].cpu())
-    return result
-
-
 def run1(build: Any, x: torch.Tensor) -> torch.Tensor:
     """One input 'x', one output: build with ``build(net, x_tensor)`` and run."""
     net = Net()
@@ -725,7 +628,7 @@ def test_non_zero_data_dependent_output(indices_type: Any) -> None:
     ctx = engine.create_execution_context()
     ctx.set_input_shape("x", x.shape)
     assert tuple(ctx.get_tensor_shape(engine.get_tensor_name(1))) == (2, -1)
-    got = infer(engine, {"x": x}, ctx)[0]
+    got = infer(engine, {"x": x}, context=ctx)[0]
     dt = torch.int32 if indices_type is None else torch.int64
     torch.testing.assert_close(got, torch.nonzero(x).t().to(dt), **EXACT)
     for other in (torch.zeros(2, 3), torch.ones(2, 3)):  # no hit and all hits with the same engine

@@ -273,23 +273,36 @@ class ICudaEngine:
         return None
 
 
+def _is_device_pointer(ptr: int) -> bool:
+    """Whether ``ptr`` is CUDA device memory (cuda-python when installed, else torch's segments)."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return False
+    try:
+        from cuda.bindings import runtime as cudart
+
+        err, attrs = cudart.cudaPointerGetAttributes(ptr)
+        if int(err) == 0:
+            return int(attrs.type) in (2, 3)  # cudaMemoryTypeDevice, cudaMemoryTypeManaged
+    except ImportError:
+        pass
+    for seg in torch.cuda.memory_snapshot():
+        if seg["address"] <= ptr < seg["address"] + seg["total_size"]:
+            return True
+    return False
+
+
 def _tensor_from_address(address: Any, dtype: torch.dtype, numel: int) -> torch.Tensor:
     """Wrap a raw address: device memory through __cuda_array_interface__, else host memory."""
     ptr = int(address)
     itemsize = torch.empty(0, dtype=dtype).element_size()
-    if torch.cuda.is_available():
-        try:
-            attrs = torch.cuda.cudart().cudaPointerGetAttributes(ptr)  # type: ignore[attr-defined]
-            on_device = int(getattr(attrs, "type", 0)) == 2
-        except (RuntimeError, AttributeError, TypeError):
-            on_device = True
-        if on_device:
-            class _Iface:
-                __cuda_array_interface__ = {
-                    "shape": (numel * itemsize,), "typestr": "|u1", "data": (ptr, False), "version": 3,
-                }
+    if _is_device_pointer(ptr):
 
-            return torch.as_tensor(_Iface(), device="cuda").view(dtype)
+        class _Iface:
+            __cuda_array_interface__ = {
+                "shape": (numel * itemsize,), "typestr": "|u1", "data": (ptr, False), "version": 3,
+            }
+
+        return torch.as_tensor(_Iface(), device="cuda").view(dtype)
     buf = (ctypes.c_uint8 * (numel * itemsize)).from_address(ptr)
     return torch.frombuffer(buf, dtype=dtype, count=numel)
 

@@ -1183,7 +1183,9 @@ class IDynamicQuantizeLayer(ILayer):
             stored = torch.where(ref > 0, torch.exp2(exp.clamp(-127, 127)), torch.zeros_like(ref))
             scales_out = stored
         else:
-            raw = amax / qmax
+            # NOTE: a tensor divisor: CUDA turns division by a Python scalar into a multiplication by
+            # its reciprocal, which moves quantization ties away from the CPU (and TensorRT) result.
+            raw = amax / torch.full_like(amax, qmax)
             if g is not None:
                 raw = raw / g
             if st == DataType.FP8:
