@@ -29,7 +29,7 @@ FORMAT_VERSION = 1
 _HEAD = struct.Struct("<8sII")
 
 
-def pack(header: dict[str, Any], plan: bytes) -> bytes:
+def pack(header: dict[str, Any], plan: bytes | bytearray) -> bytes:
     h = dict(header)
     h["plan_nbytes"] = len(plan)
     h["plan_sha256"] = hashlib.sha256(plan).hexdigest()
@@ -71,7 +71,7 @@ def unpack(data: bytes, source: str = "<bytes>") -> tuple[dict[str, Any], bytes]
     return header, plan
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
+def atomic_write(path: str | os.PathLike[str], data: bytes | bytearray) -> None:
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".t2tl-", suffix=".tmp", dir=folder)

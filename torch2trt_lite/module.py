@@ -112,9 +112,9 @@ def _backend_for(meta: dict[str, Any]) -> Backend:
 class TRTModule(torch.nn.Module):
     """Runs an engine. ``forward`` takes the model's tensors and returns its output structure."""
 
-    def __init__(self, plan: bytes | None = None, meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, plan: bytes | bytearray | None = None, meta: dict[str, Any] | None = None) -> None:
         super().__init__()
-        self._plan = b""
+        self._plan: bytes | bytearray = b""
         self._meta: dict[str, Any] = {}
         self._engine: Any = None
         self._context: Any = None
@@ -124,10 +124,10 @@ class TRTModule(torch.nn.Module):
         if plan is not None:
             if meta is None:
                 raise Torch2TRTError("TRTModule(plan, meta): the engine metadata is required")
-            self._setup(plan if isinstance(plan, bytes) else bytes(plan), meta)
+            self._setup(plan if isinstance(plan, (bytes, bytearray)) else bytes(plan), meta)
 
     # ---------------------------------------------------------------------------- setup
-    def _setup(self, plan: bytes, meta: dict[str, Any]) -> None:
+    def _setup(self, plan: bytes | bytearray, meta: dict[str, Any]) -> None:
         if meta.get("format") != FORMAT:
             raise EngineFileError(
                 f"engine metadata format {meta.get('format')!r} is not supported (expected {FORMAT})"
@@ -174,7 +174,7 @@ class TRTModule(torch.nn.Module):
         return int(self._engine.num_layers) if self._engine is not None else 0
 
     @property
-    def plan(self) -> bytes:
+    def plan(self) -> bytes | bytearray:
         return self._plan
 
     # -------------------------------------------------------------------------- forward

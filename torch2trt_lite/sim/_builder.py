@@ -9,7 +9,7 @@ from ._core import Dims, _log, as_dims
 from ._enums import BuilderFlag, DataType, MemoryPoolType, Severity
 
 
-class IHostMemory(bytes):
+class IHostMemory(bytearray):
     """Serialized engine bytes. Like TensorRT's, it supports the buffer protocol."""
 
     @property
@@ -186,13 +186,12 @@ class Builder:
         from . import _plan
 
         try:
-            data = _plan.build(network, config, self._ns._version)
+            plan = _plan.build(network, config, self._ns._version, alloc=self._ns._class("IHostMemory"))
         except (BuildError, NetworkDefinitionError) as e:
             _log(self._logger, Severity.ERROR, str(e))
             return None
-        plan = self._ns._class("IHostMemory")(data)
         _plan.trust(plan)
-        return plan
+        return plan  # type: ignore[no-any-return]
 
     def build_engine_with_config(self, network: Any, config: Any) -> Any:
         plan = self.build_serialized_network(network, config)

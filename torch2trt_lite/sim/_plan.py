@@ -155,7 +155,8 @@ def _validate(network: Any, config: Any) -> None:
         t.shape  # noqa: B018 - runs shape inference of everything the outputs depend on
 
 
-def build(network: Any, config: Any, api_version: str) -> bytes:
+def build(network: Any, config: Any, api_version: str, alloc: Any = bytearray) -> Any:
+    """Serialize ``network``; ``alloc(n)`` makes the n-byte writable output buffer (IHostMemory)."""
     _validate(network, config)
     layers: list[ILayer] = list(network._layers)
     ids: dict[int, int] = {}
@@ -210,18 +211,31 @@ def build(network: Any, config: Any, api_version: str) -> bytes:
     body = json.dumps(header, separators=(",", ":")).encode()
     parts = [_HEAD.pack(MAGIC, FORMAT_VERSION, len(body)), body, *blobs.parts]
     digest = hashlib.sha256()
+    total = sum(len(p) for p in parts) + 32
+    # NOTE: one allocation and one copy of the weights: they go straight into the output buffer.
+    out = alloc(total)
+    view = memoryview(out)
+    pos = 0
     for p in parts:
+        n = len(p)
+        view[pos : pos + n] = p
         digest.update(p)
-    parts.append(digest.digest())
-    return b"".join(parts)
+        pos += n
+    view[pos:] = digest.digest()
+    return out
 
 
 # ----------------------------------------------------------------------------------- load
-# Plans this process built and still holds (bytes are immutable, so they need no re-hash).
-_TRUSTED: list[bytes] = []
+# The newest plan this process built: it needs no re-hash, and its weights need no copy. (Like an
+# IHostMemory from TensorRT, it is a writable buffer; changing it after deserializing is undefined.)
+_TRUSTED: list[Any] = []
 
 
-def trust(plan: bytes) -> None:
+def is_trusted(data: Any) -> bool:
+    return any(p is data for p in _TRUSTED)
+
+
+def trust(plan: Any) -> None:
     _TRUSTED.append(plan)
     del _TRUSTED[:-1]  # NOTE: holds only the newest plan alive
 
@@ -238,8 +252,7 @@ def parse(data: bytes | bytearray | memoryview) -> tuple[dict[str, Any], memoryv
             f"sim plan format version {version} is not supported (this torch2trt-lite reads {FORMAT_VERSION}); "
             "rebuild the engine with this version"
         )
-    trusted = any(p is data for p in _TRUSTED)
-    if not trusted and hashlib.sha256(buf[:-32]).digest() != bytes(buf[-32:]):
+    if not is_trusted(data) and hashlib.sha256(buf[:-32]).digest() != bytes(buf[-32:]):
         raise EngineFileError("sim plan checksum mismatch: the data is truncated or corrupt")
     start = _HEAD.size
     if start + n > len(buf) - 32:
@@ -251,9 +264,14 @@ def parse(data: bytes | bytearray | memoryview) -> tuple[dict[str, Any], memoryv
     return header, buf[start + n : len(buf) - 32]
 
 
-def restore_layers(header: dict[str, Any], raw: memoryview, ns: Any) -> list[ILayer]:
-    # NOTE: one copy of the weight area; every weight is then a view into it.
-    blob = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if len(raw) else torch.empty(0, dtype=torch.uint8)
+def restore_layers(header: dict[str, Any], raw: memoryview, ns: Any, trusted: bool = False) -> list[ILayer]:
+    # NOTE: one copy of the weight area (none for a plan this process built); weights are views into it.
+    if not len(raw):
+        blob = torch.empty(0, dtype=torch.uint8)
+    elif trusted and not raw.readonly:
+        blob = torch.frombuffer(raw, dtype=torch.uint8)  # a plan built here: its weights are views
+    else:
+        blob = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
     classes = _layer_classes()
     layers: list[ILayer] = []
     for rec in header["layers"]:

@@ -92,11 +92,11 @@ class Runtime:
     def deserialize_cuda_engine(self, serialized_engine: Any) -> Any:
         try:
             header, blob = _plan.parse(serialized_engine)
-            layers = _plan.restore_layers(header, blob, self._ns)
+            layers = _plan.restore_layers(header, blob, self._ns, trusted=_plan.is_trusted(serialized_engine))
         except EngineFileError as e:
             _log(self._logger, Severity.ERROR, str(e))
             return None
-        data = serialized_engine if isinstance(serialized_engine, bytes) else bytes(serialized_engine)
+        data = serialized_engine if isinstance(serialized_engine, (bytes, bytearray)) else bytes(serialized_engine)
         return self._ns._class("ICudaEngine")(header, layers, data, self._logger)
 
     def get_plugin_registry(self) -> Any:
