@@ -226,8 +226,8 @@ def build(network: Any, config: Any, api_version: str, alloc: Any = bytearray) -
 
 
 # ----------------------------------------------------------------------------------- load
-# The newest plan this process built: it needs no re-hash, and its weights need no copy. (Like an
-# IHostMemory from TensorRT, it is a writable buffer; changing it after deserializing is undefined.)
+# The newest plan this process built needs no re-hash. (Like TensorRT's IHostMemory it is a writable
+# buffer; a caller that changes it before deserializing gets what it wrote.)
 _TRUSTED: list[Any] = []
 
 
@@ -264,14 +264,13 @@ def parse(data: bytes | bytearray | memoryview) -> tuple[dict[str, Any], memoryv
     return header, buf[start + n : len(buf) - 32]
 
 
-def restore_layers(header: dict[str, Any], raw: memoryview, ns: Any, trusted: bool = False) -> list[ILayer]:
-    # NOTE: one copy of the weight area (none for a plan this process built); weights are views into it.
-    if not len(raw):
-        blob = torch.empty(0, dtype=torch.uint8)
-    elif trusted and not raw.readonly:
-        blob = torch.frombuffer(raw, dtype=torch.uint8)  # a plan built here: its weights are views
-    else:
-        blob = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+def restore_layers(header: dict[str, Any], raw: memoryview, ns: Any) -> list[ILayer]:
+    # NOTE: one copy into a torch allocation (64-byte aligned): with the 64-byte aligned offsets every
+    # weight is aligned, so BLAS and oneDNN take the same code path each load and an engine reloaded
+    # from a file gives bit-identical results. (Views into the plan buffer would not be aligned.)
+    blob = torch.empty(len(raw), dtype=torch.uint8)
+    if len(raw):
+        blob.numpy()[:] = np.frombuffer(raw, dtype=np.uint8)
     classes = _layer_classes()
     layers: list[ILayer] = []
     for rec in header["layers"]:

@@ -92,7 +92,7 @@ class Runtime:
     def deserialize_cuda_engine(self, serialized_engine: Any) -> Any:
         try:
             header, blob = _plan.parse(serialized_engine)
-            layers = _plan.restore_layers(header, blob, self._ns, trusted=_plan.is_trusted(serialized_engine))
+            layers = _plan.restore_layers(header, blob, self._ns)
         except EngineFileError as e:
             _log(self._logger, Severity.ERROR, str(e))
             return None
