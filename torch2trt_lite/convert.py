@@ -14,7 +14,7 @@ from . import __version__
 from .backends import Backend, get_backend
 from .context import CheckContext, ConversionContext
 from .errors import BuildError, ConversionError, Torch2TRTError
-from .module import FORMAT, TRTModule, dtype_name, encode_tree
+from .module import FORMAT, TRTModule, _CapturingLogger, dtype_name, encode_tree
 from .tracer import Tracer, Unsupported
 
 
@@ -65,7 +65,7 @@ def convert(
     if len(names) != len(xs) or len(set(names)) != len(names):
         raise Torch2TRTError(f"input_names must be {len(xs)} distinct names, got {names}")
     trt = be.trt
-    logger = _Logger.make(trt)
+    logger = _CapturingLogger(trt)
     builder = trt.Builder(logger.logger)
     network = builder.create_network(be.network_flags())
     ctx = ConversionContext(network, trt, be.name)
@@ -126,14 +126,6 @@ def convert(
     module.conversion_time_s = time.perf_counter() - t0
     module.conversion_stats = {"trace_s": t_trace, "build_s": t_build, "load_s": t_load}
     return module
-
-
-class _Logger:
-    @staticmethod
-    def make(trt: Any) -> Any:
-        from .module import _CapturingLogger
-
-        return _CapturingLogger(trt)
 
 
 def load(path: str) -> TRTModule:

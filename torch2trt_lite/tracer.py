@@ -203,7 +203,7 @@ class Tracer:
         )
 
     # ------------------------------------------------------------------------ patching
-    def _wrap(self, record: ConverterRecord, original: Any, attr: str) -> Any:
+    def _wrap(self, record: ConverterRecord, original: Any) -> Any:
         if record.kind == "autograd":
             # NOTE: `apply` is a classmethod; `original` is the bound method of the target class.
             def apply_wrapper(cls: Any, *args: Any, **kwargs: Any) -> Any:
@@ -229,13 +229,9 @@ class Tracer:
                     for owner, attr in record.owners:
                         had = attr in owner.__dict__
                         original = owner.__dict__[attr] if had else getattr(owner, attr)
-                        if record.kind == "autograd":
-                            bound = getattr(owner, attr)
-                            new = self._wrap(record, bound, attr)
-                        elif record.kind == "module":
-                            new = self._wrap(record, getattr(owner, attr), attr)
-                        else:
-                            new = self._wrap(record, getattr(owner, attr), attr)
+                        # NOTE: getattr gives the callable to run (for autograd ``apply``, the bound
+                        # classmethod); ``original`` is what goes back in place.
+                        new = self._wrap(record, getattr(owner, attr))
                         _PATCHES.append((owner, attr, had, original))
                         if record.kind in ("function", "method"):
                             _ORIGINALS[id(getattr(owner, attr))] = record

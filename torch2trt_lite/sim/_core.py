@@ -31,7 +31,7 @@ import torch
 
 from ..errors import NetworkDefinitionError
 from . import _dtypes
-from ._enums import ENUMS, DataType, LayerType, Severity, TensorLocation, _TrtEnum
+from ._enums import DataType, LayerType, Severity, TensorLocation, _TrtEnum
 
 if TYPE_CHECKING:
     from ._network import INetworkDefinition
@@ -439,7 +439,6 @@ class ILayer:
     _shape_inputs: ClassVar[tuple[int, ...]] = ()
     _num_outputs: ClassVar[int] = 1
     _max_inputs: ClassVar[int | None] = None  # for set_input; None = number of inputs given
-    _layer_counter: ClassVar[int] = 0
     _plan_io: tuple[list[int | None], list[int]]  # (input ids, output ids) of a restored layer
 
     def __init_subclass__(cls, **kw: Any) -> None:
@@ -734,7 +733,3 @@ def broadcast_shape(a: Sequence[int], b: Sequence[int], fail: Callable[[str], Ex
 def volume(iterable: Iterable[int]) -> int:
     return math.prod(int(v) for v in iterable)
 
-
-def enum_by_name(qualified: str) -> _TrtEnum:
-    enum_name, _, member = qualified.rpartition(".")
-    return ENUMS[enum_name][member]  # type: ignore[no-any-return]

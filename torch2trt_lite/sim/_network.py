@@ -45,7 +45,6 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
         self._ns: Any = builder._ns
         self._refittable: set[str] = set()
         self._debug: set[int] = set()
-        self._subgraph_stack: list[Any] = []  # loops / conditionals being built (control-flow mixin)
 
     # ----------------------------------------------------------------------------- internal
     def _cls(self, name: str) -> Any:
@@ -79,8 +78,6 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
                 t._consumers.append(layer)
         self._layers.append(layer)
         self._wiring += 1
-        for sub in self._subgraph_stack:
-            sub._adopt(layer)
         if eager:
             try:
                 layer._infos()
@@ -259,9 +256,3 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
     def flags(self) -> int:
         return self._flags
 
-
-def dims_or_error(net: INetworkDefinition, value: Any, what: str) -> tuple[int, ...]:
-    try:
-        return as_dims(value, what)
-    except NetworkDefinitionError as e:
-        raise net._error(str(e)) from None
