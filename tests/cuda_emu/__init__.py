@@ -1,0 +1,240 @@
+"""Run CUDA plugin kernels on the CPU: a host emulator for testing kernel logic without a GPU.
+
+g++ compiles the kernel source as C++ with ``runtime.h`` force-included (CUDA's keywords, thread
+indices, ``__syncthreads``, warp shuffles, atomics) and stand-ins for ``<cuda_fp16.h>`` and
+``<mma.h>`` (``include/``). Every CUDA thread of a block is a fiber; fibers run one at a time up to
+the next barrier, in forward or reverse thread order (a missing ``__syncthreads`` shows up as a
+difference between the two orders). Arithmetic is IEEE fp32 without contraction, i.e. what the
+device computes with ``--fmad=false``; with contraction on, the device's results differ from these
+in the last bits.
+
+What it checks: indexing, bounds, tiling and barrier logic, which elements get written (outputs are
+NaN-poisoned), numerics of the algorithm. What it cannot: speed, real data races, memory-model
+effects, the device's half-precision/tensor-core rounding details. ``emulate_plugin`` mirrors the GPU
+path of a plugin (launch rule, argument packing, workspace) with CPU tensors.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torch2trt_lite.errors import PluginError
+from torch2trt_lite.plugins.api import Launch, PluginDef
+from torch2trt_lite.plugins.nvrtc import pack_args
+
+HERE = Path(__file__).resolve().parent
+_RUNTIME_FILES = ("runtime.h", "scheduler.inc", "include/cuda_fp16.h", "include/mma.h")
+_GLOBAL = re.compile(r"\bT2T_EMU_GLOBAL\s+void\s+(\w+)\s*\(")
+_LOADED: dict[str, EmuModule] = {}
+
+
+def compiler() -> str | None:
+    """The C++ compiler the emulator uses ($CXX or g++), None when there is none."""
+    return shutil.which(os.environ.get("CXX", "g++"))
+
+
+def _cache_dir() -> Path:
+    env = os.environ.get("TORCH2TRT_LITE_CACHE")
+    return (Path(env) if env else Path.home() / ".cache" / "torch2trt_lite") / "cuda_emu"
+
+
+def _run(cmd: list[str], stdin: str | None = None) -> str:
+    res = subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise PluginError(f"CUDA emulator: {' '.join(cmd[:2])} failed:\n{res.stderr[-4000:]}")
+    return res.stdout
+
+
+def _params(text: str, start: int) -> list[str]:
+    """The parameter declarations of the function whose '(' is at ``start``."""
+    depth, i, cur, out = 0, start, "", []
+    while i < len(text):
+        ch = text[i]
+        if ch in "(<[":
+            depth += 1
+            if depth > 1:
+                cur += ch
+        elif ch in ")>]":
+            depth -= 1
+            if depth == 0:
+                break
+            cur += ch
+        elif ch == "," and depth == 1:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    if cur.strip():
+        out.append(cur)
+    return [" ".join(p.split()) for p in out if p.strip() and p.strip() != "void"]
+
+
+def _param_type(decl: str) -> str:
+    m = re.fullmatch(r"(.*?[\s*&])(\w+)", decl.strip())
+    if m is None:
+        raise PluginError(f"CUDA emulator: cannot read the kernel parameter {decl!r}")
+    return m.group(1).replace("__restrict__", "").strip()
+
+
+class EmuModule:
+    """A kernel source compiled for the host; ``launch`` runs one entry point over a grid."""
+
+    def __init__(self, path: Path, entry_points: Sequence[str]) -> None:
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.t2t_emu_launch.restype = ctypes.c_int
+        self.calls = {
+            name: ctypes.cast(getattr(self.lib, f"t2t_emu_call_{name}"), ctypes.c_void_p)
+            for name in entry_points
+        }
+
+    def launch(
+        self, launch: Launch, args: Sequence[Any], *, order: str = "forward", workers: int = 1
+    ) -> None:
+        if launch.shared_mem:
+            raise PluginError("CUDA emulator: dynamic shared memory is not emulated")
+        holders = list(args)
+        params = (ctypes.c_void_p * max(len(holders), 1))(*[ctypes.addressof(h) for h in holders])
+        err = ctypes.create_string_buffer(512)
+        rc = self.lib.t2t_emu_launch(
+            self.calls[launch.kernel],
+            params,
+            *[ctypes.c_uint(v) for v in (*launch.grid, *launch.block)],
+            ctypes.c_int(1 if order == "reverse" else 0),
+            ctypes.c_int(workers),
+            err,
+            ctypes.c_int(len(err)),
+        )
+        if rc != 0:
+            raise PluginError(f"CUDA emulator: kernel '{launch.kernel}': {err.value.decode()}")
+
+
+def build(source: str, *, filename: str, entry_points: Sequence[str], arch: int = 900) -> EmuModule:
+    """Compile ``source`` (CUDA) for the host with ``__CUDA_ARCH__`` = ``arch`` (cached on disk)."""
+    cxx = compiler()
+    if cxx is None:
+        raise PluginError("CUDA emulator: no C++ compiler (set $CXX or install g++)")
+    runtime = "".join((HERE / f).read_text() for f in _RUNTIME_FILES)
+    key = hashlib.sha256(
+        "\0".join([source, filename, str(arch), ",".join(entry_points), runtime, cxx]).encode()
+    ).hexdigest()[:24]
+    if key in _LOADED:
+        return _LOADED[key]
+    out = _cache_dir() / f"{key}.so"
+    if not out.exists():
+        flags = [
+            f"-D__CUDA_ARCH__={arch}",
+            "-std=c++20",
+            "-include",
+            str(HERE / "runtime.h"),
+            "-I",
+            str(HERE / "include"),
+        ]
+        scanned = _run([cxx, "-E", "-P", "-DT2T_EMU_SCAN", *flags, "-x", "c++", "-"], stdin=source)
+        wrappers = []
+        for name in entry_points:
+            m = next((m for m in _GLOBAL.finditer(scanned) if m.group(1) == name), None)
+            if m is None:
+                raise PluginError(f"CUDA emulator: no __global__ function '{name}' in {filename}")
+            types = [_param_type(p) for p in _params(scanned, m.end() - 1)]
+            unpack = ", ".join(f"*({t}*)a[{i}]" for i, t in enumerate(types))
+            wrappers.append(f'extern "C" void t2t_emu_call_{name}(void** a) {{ {name}({unpack}); }}')
+        unit = "\n".join(
+            [
+                f'#line 1 "{filename}"',
+                source,
+                '#line 1 "<emulator>"',
+                *wrappers,
+                f'#include "{HERE / "scheduler.inc"}"',
+                "",
+            ]
+        )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+            src = Path(tmp) / "unit.cpp"
+            src.write_text(unit)
+            so = Path(tmp) / "unit.so"
+            _run(
+                [
+                    cxx,
+                    "-O1",
+                    "-g0",
+                    "-fPIC",
+                    "-shared",
+                    "-pthread",
+                    "-ffp-contract=off",
+                    "-fno-strict-aliasing",
+                    "-Wno-unknown-pragmas",
+                    *flags,
+                    "-o",
+                    str(so),
+                    str(src),
+                ]
+            )
+            os.replace(so, out)
+    mod = EmuModule(out, entry_points)
+    _LOADED[key] = mod
+    return mod
+
+
+def _poison(t: torch.Tensor) -> torch.Tensor:
+    if t.is_floating_point():
+        return t.fill_(float("nan"))
+    return t.fill_(-0x5A5A5A5A if t.dtype in (torch.int32, torch.int64) else 0x5A)
+
+
+def emulate_plugin(
+    pdef: PluginDef,
+    inputs: Sequence[torch.Tensor | None],
+    attrs: dict[str, Any],
+    *,
+    arch: int = 900,
+    order: str = "forward",
+    workers: int = 1,
+) -> list[torch.Tensor]:
+    """Run ``pdef``'s CUDA kernel(s) on CPU tensors exactly as the GPU path launches them.
+
+    ``inputs`` follow the plugin's input list (None for an absent optional input), ``attrs`` its
+    attributes. Outputs and workspace are poisoned (NaN / 0x5A bytes) before the launches.
+    """
+    if pdef.cuda is None:
+        raise PluginError(f"{pdef.label} has no CUDA kernel")
+    resolved = pdef.resolve_attrs(attrs)
+    present = [
+        x for s, x in zip(pdef.inputs, inputs, strict=True) if s.present is None or resolved[s.present]
+    ]
+    tensors = [x.detach().cpu().contiguous() for x in present if x is not None]
+    info = pdef.launch_info(resolved, [tuple(x.shape) for x in tensors], [x.dtype for x in tensors])
+    outputs = [
+        _poison(torch.empty(s, dtype=d)) for s, d in zip(info.outputs, info.output_dtypes, strict=True)
+    ]
+    ws_bytes = pdef.cuda.workspace_bytes(info)
+    ws = torch.full((ws_bytes,), 0x5A, dtype=torch.uint8) if ws_bytes else None
+    source, filename = pdef.cuda.text()
+    mod = build(source, filename=filename, entry_points=pdef.cuda.entry_points, arch=arch)
+    for lc in pdef.cuda.launches(info):
+        if 0 in lc.grid:
+            continue
+        args = pack_args(
+            lc,
+            info,
+            [x.data_ptr() for x in tensors],
+            [o.data_ptr() for o in outputs],
+            ws.data_ptr() if ws is not None else 0,
+        )
+        mod.launch(lc, args, order=order, workers=workers)
+    return outputs
+
+
+__all__ = ["EmuModule", "build", "compiler", "emulate_plugin"]

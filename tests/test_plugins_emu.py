@@ -1,0 +1,300 @@
+"""CUDA plugin kernels run on the CPU through the host emulator (tests/cuda_emu), against torch.
+
+No GPU needed: g++ compiles each kernel for the host with ``__CUDA_ARCH__`` set to 750 (Turing) and
+900 (Hopper), so both sides of an architecture branch are executed. Outputs are NaN-poisoned, so an
+element the kernel never writes fails the comparison. Every case runs with the threads of a block
+in forward and in reverse order and the two results must be bit-identical: a missing
+``__syncthreads`` (a read of shared memory another thread has not written yet) changes them.
+
+Tolerances (relative to the largest reference magnitude, as the GPU checks): fp32 1e-5 (the
+emulator computes without FMA contraction), fp16 1e-2.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import zlib
+from typing import Any
+
+import pytest
+import torch
+
+from tests.cuda_emu import build, compiler, emulate_plugin
+from torch2trt_lite.errors import PluginError
+from torch2trt_lite.plugins.api import Launch
+
+pytestmark = pytest.mark.skipif(
+    compiler() is None, reason="the CUDA host emulator needs a C++ compiler (g++)"
+)
+
+torchvision = pytest.importorskip(
+    "torchvision", reason="the built-in plugins are checked against torchvision"
+)
+
+from torch2trt_lite.plugins_cuda.deform_conv2d import PLUGIN as DEFORM  # noqa: E402
+from torch2trt_lite.plugins_cuda.roi_align import PLUGIN as ROI_ALIGN  # noqa: E402
+
+ARCHS = (750, 900)
+TOL = {torch.float32: 1e-5, torch.float16: 1e-2}
+
+
+def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
+    if want.numel() == 0:
+        return 0.0
+    diff = (got.float() - want.float()).abs().max().item()
+    return float("inf") if diff != diff else diff / max(want.float().abs().max().item(), 1e-6)
+
+
+def ptr(t: torch.Tensor) -> ctypes.c_void_p:
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def run(
+    source: str, name: str, grid: Any, block: Any, args: list[Any], *, arch: int = 900, order: str = "forward"
+) -> None:
+    mod = build(source, filename=f"<{name}>.cu", entry_points=(name,), arch=arch)
+    mod.launch(Launch(name, grid, block, []), args, order=order)
+
+
+# ------------------------------------------------------------------------------ the emulator itself
+INDEX_SRC = r"""
+extern "C" __global__ void ids(int* out, int n) {
+  const int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const int i = b * blockDim.x * blockDim.y * blockDim.z + t;
+  if (i < n) out[i] = i;
+}
+"""
+
+
+def test_thread_and_block_indices_cover_the_grid() -> None:
+    out = torch.full((2 * 3 * 2 * 4 * 2 * 3,), -1, dtype=torch.int32)
+    run(INDEX_SRC, "ids", (2, 3, 2), (4, 2, 3), [ptr(out), ctypes.c_int32(out.numel())])
+    torch.testing.assert_close(out, torch.arange(out.numel(), dtype=torch.int32), rtol=0, atol=0)
+
+
+REDUCE_SRC = r"""
+template <bool SYNC>
+__device__ void reduce(const float* x, float* out) {
+  __shared__ float buf[64];
+  buf[threadIdx.x] = x[blockIdx.x * 64 + threadIdx.x];
+  if (SYNC) __syncthreads();
+  for (int s = 32; s > 0; s >>= 1) {
+    if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+    if (SYNC) __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = buf[0];
+}
+extern "C" __global__ void reduce_ok(const float* x, float* out) { reduce<true>(x, out); }
+extern "C" __global__ void reduce_racy(const float* x, float* out) { reduce<false>(x, out); }
+"""
+
+
+def test_shared_memory_and_barriers() -> None:
+    x = torch.randn(3, 64)
+    for order in ("forward", "reverse"):
+        out = torch.full((3,), float("nan"))
+        run(REDUCE_SRC, "reduce_ok", 3, 64, [ptr(x), ptr(out)], order=order)
+        torch.testing.assert_close(out, x.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_a_missing_barrier_shows_as_an_order_difference() -> None:
+    x = torch.randn(3, 64)
+    outs = []
+    for order in ("forward", "reverse"):
+        out = torch.full((3,), float("nan"))
+        run(REDUCE_SRC, "reduce_racy", 3, 64, [ptr(x), ptr(out)], order=order)
+        outs.append(out)
+    assert not torch.equal(outs[0], outs[1])
+
+
+DEADLOCK_SRC = r"""
+extern "C" __global__ void half_barrier(float* out) {
+  if (threadIdx.x < 16) __syncthreads();
+  out[threadIdx.x] = 1.f;
+  __syncwarp();
+}
+"""
+
+
+def test_a_barrier_not_reached_by_every_thread_is_reported() -> None:
+    out = torch.zeros(32)
+    with pytest.raises(PluginError, match="deadlock"):
+        run(DEADLOCK_SRC, "half_barrier", 1, 32, [ptr(out)])
+
+
+SHFL_SRC = r"""
+extern "C" __global__ void warp_ops(const float* x, float* down, float* bfly, float* bcast) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = x[i], w = x[i];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
+  if ((threadIdx.x & 31) == 0) down[i / 32] = v;
+  bfly[i] = w;
+  bcast[i] = __shfl_sync(0xffffffffu, x[i], 5);
+}
+"""
+
+
+def test_warp_shuffles() -> None:
+    x = torch.randn(2 * 64)
+    down, bfly, bcast = (
+        torch.full((4,), float("nan")),
+        torch.full((128,), float("nan")),
+        torch.full((128,), float("nan")),
+    )
+    run(SHFL_SRC, "warp_ops", 2, 64, [ptr(x), ptr(down), ptr(bfly), ptr(bcast)])
+    warps = x.view(4, 32)
+    torch.testing.assert_close(down, warps.sum(1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(bfly, warps.sum(1).repeat_interleave(32), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(bcast, warps[:, 5].repeat_interleave(32), rtol=0, atol=0)
+
+
+WMMA_SRC = r"""
+#include <mma.h>
+using namespace nvcuda;
+extern "C" __global__ void mm_half(const __half* a, const __half* b, float* c) {  // a row-major, b col-major
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+  wmma::fill_fragment(fc, 0.f);
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(fc, fa, fb, fc);
+  wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}
+extern "C" __global__ void mm_3xtf32(const float* a, const float* b, float* c) {  // 16x8 @ 8x16, row-major
+#if __CUDA_ARCH__ >= 800
+  wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> ab, as;
+  wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> bb, bs;
+  wmma::fragment<wmma::accumulator, 16, 16, 8, float> fc;
+  wmma::fill_fragment(fc, 0.f);
+  wmma::load_matrix_sync(ab, a, 8);
+  wmma::load_matrix_sync(bb, b, 16);
+  for (int i = 0; i < ab.num_elements; ++i) {
+    const float v = ab.x[i];
+    ab.x[i] = wmma::__float_to_tf32(v);
+    as.x[i] = wmma::__float_to_tf32(v - ab.x[i]);
+  }
+  for (int i = 0; i < bb.num_elements; ++i) {
+    const float v = bb.x[i];
+    bb.x[i] = wmma::__float_to_tf32(v);
+    bs.x[i] = wmma::__float_to_tf32(v - bb.x[i]);
+  }
+  wmma::mma_sync(fc, as, bb, fc);
+  wmma::mma_sync(fc, ab, bs, fc);
+  wmma::mma_sync(fc, ab, bb, fc);
+  wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+#endif
+}
+"""
+
+
+def test_wmma_half_and_3xtf32() -> None:
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    c = torch.full((16, 16), float("nan"))
+    ah, bh = a.half(), b.half()
+    bh_cols = bh.t().contiguous()  # NOTE: kept alive for the launch
+    run(WMMA_SRC, "mm_half", 1, 32, [ptr(ah), ptr(bh_cols), ptr(c)])
+    torch.testing.assert_close(c, ah.float() @ bh.float(), rtol=1e-5, atol=1e-5)
+    a8, b8 = torch.randn(16, 8), torch.randn(8, 16)
+    c = torch.full((16, 16), float("nan"))
+    run(WMMA_SRC, "mm_3xtf32", 1, 32, [ptr(a8), ptr(b8), ptr(c)])
+    torch.testing.assert_close(c, a8 @ b8, rtol=1e-5, atol=1e-5)  # 3xTF32 keeps fp32 accuracy
+
+
+def test_compile_errors_quote_the_kernel_file() -> None:
+    with pytest.raises(PluginError, match=r"broken\.cu:2"):
+        build(
+            'extern "C" __global__ void k(float* x) {\n  x[0] = undefined_name;\n}\n',
+            filename="broken.cu",
+            entry_points=("k",),
+        )
+
+
+# ------------------------------------------------------------------------------ built-in plugins
+def _both_orders(pdef: Any, inputs: list[Any], attrs: dict[str, Any], arch: int) -> torch.Tensor:
+    (fwd,) = emulate_plugin(pdef, inputs, attrs, arch=arch, order="forward")
+    (rev,) = emulate_plugin(pdef, inputs, attrs, arch=arch, order="reverse")
+    same = torch.equal(
+        fwd.flatten().view(torch.uint8), rev.flatten().view(torch.uint8)
+    )  # NOTE: bits, NaN included
+    assert same, "the result depends on the order of the threads: a missing barrier?"
+    return fwd
+
+
+DEFORM_CASES = {
+    # name: (n, cin, h, w, cout, (kh, kw), groups, offset_groups, stride, padding, dilation, mask, bias)
+    "v2_basic": (2, 8, 9, 11, 20, (3, 3), 1, 1, (1, 1), (1, 1), (1, 1), True, True),
+    "v1_no_mask_no_bias": (1, 6, 7, 8, 5, (3, 3), 1, 1, (1, 1), (1, 1), (1, 1), False, False),
+    "groups_offset_groups": (2, 8, 9, 11, 20, (3, 3), 2, 2, (1, 1), (1, 1), (1, 1), True, True),
+    "stride_pad_dilation": (1, 4, 13, 12, 7, (3, 2), 1, 2, (2, 1), (2, 0), (2, 3), True, True),
+    "depthwise": (2, 16, 10, 9, 16, (3, 3), 16, 1, (1, 1), (1, 1), (1, 1), True, True),
+    "wide_cout_1x1": (1, 24, 5, 6, 72, (1, 1), 1, 3, (1, 1), (0, 0), (1, 1), False, True),
+    "odd_cin": (1, 17, 6, 7, 33, (3, 3), 1, 1, (1, 1), (1, 1), (1, 1), True, True),
+}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", list(DEFORM_CASES))
+def test_deform_conv2d_kernel(case: str, dtype: torch.dtype, arch: int) -> None:
+    n, cin, h, w, cout, (kh, kw), groups, og, stride, padding, dilation, has_mask, has_bias = DEFORM_CASES[
+        case
+    ]
+    g = torch.Generator().manual_seed(zlib.crc32(case.encode()))
+    x = torch.randn(n, cin, h, w, generator=g)
+    ho = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    off = (
+        torch.randn(n, 2 * og * kh * kw, ho, wo, generator=g) * 3
+    )  # NOTE: many samples fall outside the image
+    wt = torch.randn(cout, cin // groups, kh, kw, generator=g) / (cin // groups * kh * kw) ** 0.5
+    mask = torch.rand(n, og * kh * kw, ho, wo, generator=g) if has_mask else None
+    bias = torch.randn(cout, generator=g) if has_bias else None
+    geo = {"stride": stride, "padding": padding, "dilation": dilation}
+    cast = [t.to(dtype) if t is not None else None for t in (x, off, wt, mask, bias)]
+    got = _both_orders(DEFORM, cast, {**geo, "has_mask": has_mask, "has_bias": has_bias}, arch)
+    want = DEFORM.reference(*[t.float() if t is not None else None for t in cast], **geo)
+    assert rel_err(got, want) <= TOL[dtype], f"relative error {rel_err(got, want):.3g}"
+    tv = torchvision.ops.deform_conv2d(
+        *[t.float() if t is not None else None for t in cast[:3]],
+        cast[4].float() if has_bias else None,
+        mask=cast[3].float() if has_mask else None,
+        **geo,
+    )
+    assert rel_err(got, tv) <= TOL[dtype], f"vs torchvision: relative error {rel_err(got, tv):.3g}"
+
+
+ROI_CASES = {
+    # name: (n, c, h, w, output_size, spatial_scale, sampling_ratio, aligned, rois)
+    "aligned_adaptive": (2, 5, 12, 14, (3, 4), 1.0, -1, True, 9),
+    "unaligned_fixed": (2, 3, 16, 10, (2, 2), 0.5, 2, False, 7),
+    "fpn_like": (1, 4, 200, 304, (7, 7), 0.25, 2, True, 300),  # NOTE: large coordinates (fp32 rounding)
+    "tiny_and_degenerate_boxes": (1, 2, 6, 6, (5, 5), 1.0, -1, False, 6),
+}
+
+
+def _rois(n: int, h: int, w: int, scale: float, k: int, g: torch.Generator) -> torch.Tensor:
+    img = torch.tensor([w, h]) / scale
+    xy = torch.rand(k, 2, generator=g) * img * 1.1 - img * 0.05  # NOTE: some boxes cross the border
+    wh = torch.rand(k, 2, generator=g) * img * 0.4
+    wh[: k // 3] *= 0.01  # tiny boxes
+    bidx = torch.randint(0, n, (k, 1), generator=g).float()
+    return torch.cat([bidx, xy, xy + wh], 1)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", list(ROI_CASES))
+def test_roi_align_kernel(case: str, dtype: torch.dtype, arch: int) -> None:
+    n, c, h, w, out_size, scale, sr, aligned, k = ROI_CASES[case]
+    g = torch.Generator().manual_seed(zlib.crc32(case.encode()))
+    x = torch.randn(n, c, h, w, generator=g)
+    rois = _rois(n, h, w, scale, k, g)
+    attrs = {"output_size": out_size, "spatial_scale": scale, "sampling_ratio": sr, "aligned": aligned}
+    got = _both_orders(ROI_ALIGN, [x.to(dtype), rois.to(dtype)], attrs, arch)
+    want = ROI_ALIGN.reference(x.to(dtype).float(), rois.to(dtype).float(), **attrs)
+    assert rel_err(got, want) <= TOL[dtype], f"relative error {rel_err(got, want):.3g}"
+    tv = torchvision.ops.roi_align(x.to(dtype).float(), rois.to(dtype).float(), **attrs)
+    assert rel_err(got, tv) <= TOL[dtype], f"vs torchvision: relative error {rel_err(got, tv):.3g}"
