@@ -170,20 +170,52 @@ def bench_roi(pdef: PluginDef, cfg: dict[str, Any], dtype: torch.dtype, repeats:
     kernel = PreparedKernel(pdef, [x, rois], attrs)
     (out,) = kernel()
     ref = pdef.reference(x, rois, **attrs)
+    ref64 = pdef.reference(x.double(), rois.double(), **attrs)  # NOTE: how far fp32 coordinates alone move results
     res: dict[str, Any] = {
         "op": "roi_align", **cfg, "dtype": str(dtype), "kernels": kernel.kernels,
-        "rel_err_vs_reference": rel_err(out, ref), "bytes_written": nbytes(out),
+        "rel_err_vs_reference": rel_err(out, ref), "rel_err_vs_fp64_reference": rel_err(out, ref64),
+        "reference_rel_err_vs_fp64_reference": rel_err(ref, ref64), "bytes_written": nbytes(out),
+        **roi_traffic(x, rois, cfg),
         "plugin": cuda_time(kernel, repeats, warmup),
         "torch_reference": cuda_time(lambda: pdef.reference(x, rois, **attrs), 100, 3),
     }
     try:
+        tv = torchvision.ops.roi_align(x, rois, cfg["out"], cfg["scale"], cfg["sr"], cfg["aligned"])
+        res["rel_err_vs_torchvision"] = rel_err(out, tv)
+        res["torchvision_rel_err_vs_fp64_reference"] = rel_err(tv, ref64)
         res["torchvision"] = cuda_time(
             lambda: torchvision.ops.roi_align(x, rois, cfg["out"], cfg["scale"], cfg["sr"], cfg["aligned"]), repeats, warmup
         )
     except (RuntimeError, NotImplementedError) as e:
         res["torchvision"] = {"error": str(e).splitlines()[0]}
     res["copy_same_bytes"] = cuda_time(copy_of(2 * res["bytes_written"]), repeats, warmup)
+    res["copy_compulsory_bytes"] = cuda_time(copy_of(res["compulsory_bytes"]), repeats, warmup)
+    res["fraction_of_copy_bandwidth"] = res["copy_compulsory_bytes"]["median_ms"] / res["plugin"]["median_ms"]
     return res
+
+
+def roi_traffic(x: torch.Tensor, rois: torch.Tensor, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The least DRAM traffic any RoIAlign kernel needs (write the output, read each input element the
+    samples touch once) and how many bilinear taps it makes (4 per sample): the roofline inputs."""
+    n, c, h, w = x.shape
+    es = x.element_size()
+    ph, pw = cfg["out"]
+    half = 0.5 if cfg["aligned"] else 0.0
+    box = rois[:, 1:].double() * cfg["scale"] - half
+    rw, rh = box[:, 2] - box[:, 0], box[:, 3] - box[:, 1]
+    if not cfg["aligned"]:
+        rw, rh = rw.clamp(min=1), rh.clamp(min=1)
+    gh = torch.full_like(rh, cfg["sr"]) if cfg["sr"] > 0 else torch.ceil(rh / ph)
+    gw = torch.full_like(rw, cfg["sr"]) if cfg["sr"] > 0 else torch.ceil(rw / pw)
+    touched = torch.zeros(n, h, w, dtype=torch.bool, device=x.device)
+    for k in range(rois.shape[0]):  # NOTE: the bounding region of each box's samples (plus one pixel)
+        x0, y0 = int(max(box[k, 0].item(), 0)), int(max(box[k, 1].item(), 0))
+        x1, y1 = int(min(box[k, 2].item() + 2, w)), int(min(box[k, 3].item() + 2, h))
+        touched[int(rois[k, 0].item()), y0:y1, x0:x1] = True
+    out_bytes = rois.shape[0] * c * ph * pw * es
+    in_bytes = int(touched.sum().item()) * c * es
+    taps = int((gh * gw).clamp(min=1).sum().item()) * c * ph * pw * 4
+    return {"compulsory_bytes": out_bytes + in_bytes, "input_bytes_touched": in_bytes, "bilinear_taps": taps}
 
 
 def environment() -> dict[str, Any]:
@@ -237,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
             results["results"].append(r)
             print(f"roi_align     {cfg['name']:18} {str(dtype):14} plugin {r['plugin']['median_ms']:.3f} ms  "
                   f"torchvision {r['torchvision'].get('median_ms', float('nan')):.3f} ms  "
-                  f"reference {r['torch_reference']['median_ms']:.3f} ms  err {r['rel_err_vs_reference']:.1e}")
+                  f"reference {r['torch_reference']['median_ms']:.3f} ms  err {r['rel_err_vs_reference']:.1e} "
+                  f"(vs torchvision {r.get('rel_err_vs_torchvision', float('nan')):.1e})  "
+                  f"{r['fraction_of_copy_bandwidth']:.2f} of copy bandwidth")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".tmp")
