@@ -49,19 +49,22 @@ def _scalar(t: torch.Tensor) -> Any:
 
 
 # =================================================================================== structures
-class ILoop:
-    """A loop of the network: create its boundary layers with the ``add_*`` methods."""
+class _Structure:
+    """What ILoop and IIfConditional share: a weak link to the network, the boundary layers, a name."""
+
+    _kind = ""
 
     def __init__(self, network: Any, uid: int) -> None:
         self._network_ref = weakref.ref(network)
-        self._sid = ("loop", uid)
+        self._sid = (self._kind, uid)
         self._name = ""
 
     @property
     def _network(self) -> Any:
         net = self._network_ref()
         if net is None:
-            raise NetworkDefinitionError("the INetworkDefinition of this loop no longer exists")
+            what = "loop" if self._kind == "loop" else "conditional"
+            raise NetworkDefinitionError(f"the INetworkDefinition of this {what} no longer exists")
         return net
 
     def _boundary(self) -> list[ILayer]:
@@ -74,6 +77,12 @@ class ILoop:
     @name.setter
     def name(self, value: str) -> None:
         self._name = str(value)
+
+
+class ILoop(_Structure):
+    """A loop of the network: create its boundary layers with the ``add_*`` methods."""
+
+    _kind = "loop"
 
     def add_recurrence(self, initial_value: ITensor) -> IRecurrenceLayer:
         return _add_boundary(self, "IRecurrenceLayer", [initial_value])  # type: ignore[return-value]
@@ -104,37 +113,16 @@ class ILoop:
         return f"<ILoop {self._name!r}>"
 
 
-class IIfConditional:
+class IIfConditional(_Structure):
     """An if-then-else construct: ``set_condition``, then ``add_input`` / ``add_output``."""
 
-    def __init__(self, network: Any, uid: int) -> None:
-        self._network_ref = weakref.ref(network)
-        self._sid = ("cond", uid)
-        self._name = ""
-
-    @property
-    def _network(self) -> Any:
-        net = self._network_ref()
-        if net is None:
-            raise NetworkDefinitionError("the INetworkDefinition of this conditional no longer exists")
-        return net
-
-    def _boundary(self) -> list[ILayer]:
-        return [layer for layer in self._network._layers if getattr(layer, "_owner", None) is self]
+    _kind = "cond"
 
     def _condition_layer(self) -> IConditionLayer | None:
         for layer in self._boundary():
             if isinstance(layer, IConditionLayer):
                 return layer
         return None
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @name.setter
-    def name(self, value: str) -> None:
-        self._name = str(value)
 
     def set_condition(self, condition: ITensor) -> IConditionLayer:
         if self._condition_layer() is not None:

@@ -10,7 +10,7 @@ TensorRT 10.16 showed a behaviour the documentation leaves open, the conformance
 from __future__ import annotations
 
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -735,6 +735,34 @@ class IAttentionOutputLayer(IAttentionBoundaryLayer):
         return [inputs[0]]
 
 
+def _same(v: Any) -> Any:
+    return v
+
+
+def _attn_setting(key: str, get: Callable[[Any], Any] = _same, put: Callable[[Any], Any] = _same) -> property:
+    """An IAttention property stored on its input layer under ``key``."""
+
+    def fget(self: IAttention) -> Any:
+        return get(self._get(key))
+
+    def fset(self: IAttention, value: Any) -> None:
+        self._set(key, put(value))
+
+    return property(fget, fset)
+
+
+def _attn_optional_input(index: int) -> property:
+    """An IAttention property that is an optional input of its input layer (None clears it)."""
+
+    def fget(self: IAttention) -> ITensor | None:
+        return _opt(self._in._inputs, index)
+
+    def fset(self: IAttention, value: ITensor | None) -> None:
+        self._set_optional(index, value)
+
+    return property(fget, fset)
+
+
 class IAttention:
     """The helper returned by ``add_attention``: its settings live on the IAttentionInputLayer."""
 
@@ -778,13 +806,16 @@ class IAttention:
     def num_outputs(self) -> int:
         return 1
 
-    @property
-    def norm_op(self) -> Any:
-        return self._get("_attn_norm_op")
-
-    @norm_op.setter
-    def norm_op(self, value: Any) -> None:
-        self._set("_attn_norm_op", value)
+    norm_op = _attn_setting("_attn_norm_op")
+    causal_kind = _attn_setting("_attn_causal")
+    decomposable = _attn_setting("_attn_decomposable", get=bool)
+    mask = _attn_optional_input(_MASK_IN)
+    normalization_quantize_scale = _attn_optional_input(_SCALE_IN)
+    query_form = _attn_setting("_attn_query_form")
+    key_value_form = _attn_setting("_attn_kv_form")
+    query_lengths = _attn_optional_input(_QLEN_IN)
+    key_value_lengths = _attn_optional_input(_KVLEN_IN)
+    num_ranks = _attn_setting("_attn_ranks", get=int, put=int)
 
     @property
     def causal(self) -> bool:
@@ -793,38 +824,6 @@ class IAttention:
     @causal.setter
     def causal(self, value: bool) -> None:
         self._set("_attn_causal", _CAUSAL.UPPER_LEFT if value else _CAUSAL.NONE)
-
-    @property
-    def causal_kind(self) -> Any:
-        return self._get("_attn_causal")
-
-    @causal_kind.setter
-    def causal_kind(self, value: Any) -> None:
-        self._set("_attn_causal", value)
-
-    @property
-    def decomposable(self) -> bool:
-        return bool(self._get("_attn_decomposable"))
-
-    @decomposable.setter
-    def decomposable(self, value: bool) -> None:
-        self._set("_attn_decomposable", value)
-
-    @property
-    def mask(self) -> ITensor | None:
-        return _opt(self._in._inputs, _MASK_IN)
-
-    @mask.setter
-    def mask(self, value: ITensor | None) -> None:
-        self._set_optional(_MASK_IN, value)
-
-    @property
-    def normalization_quantize_scale(self) -> ITensor | None:
-        return _opt(self._in._inputs, _SCALE_IN)
-
-    @normalization_quantize_scale.setter
-    def normalization_quantize_scale(self, value: ITensor | None) -> None:
-        self._set_optional(_SCALE_IN, value)
 
     @property
     def normalization_quantize_to_type(self) -> Any:
@@ -836,46 +835,6 @@ class IAttention:
         if dt not in (DataType.FP8, DataType.INT8):
             raise self._in._fail(f"normalization_quantize_to_type must be FP8 or INT8, got {dt.name}")
         self._set("_attn_quant_type", dt)
-
-    @property
-    def query_form(self) -> Any:
-        return self._get("_attn_query_form")
-
-    @query_form.setter
-    def query_form(self, value: Any) -> None:
-        self._set("_attn_query_form", value)
-
-    @property
-    def key_value_form(self) -> Any:
-        return self._get("_attn_kv_form")
-
-    @key_value_form.setter
-    def key_value_form(self, value: Any) -> None:
-        self._set("_attn_kv_form", value)
-
-    @property
-    def query_lengths(self) -> ITensor | None:
-        return _opt(self._in._inputs, _QLEN_IN)
-
-    @query_lengths.setter
-    def query_lengths(self, value: ITensor | None) -> None:
-        self._set_optional(_QLEN_IN, value)
-
-    @property
-    def key_value_lengths(self) -> ITensor | None:
-        return _opt(self._in._inputs, _KVLEN_IN)
-
-    @key_value_lengths.setter
-    def key_value_lengths(self, value: ITensor | None) -> None:
-        self._set_optional(_KVLEN_IN, value)
-
-    @property
-    def num_ranks(self) -> int:
-        return int(self._get("_attn_ranks"))
-
-    @num_ranks.setter
-    def num_ranks(self, value: int) -> None:
-        self._set("_attn_ranks", int(value))
 
     @property
     def name(self) -> str:

@@ -123,6 +123,21 @@ def _spatial_prop(name: str, fill: int) -> property:
     return property(fget, fset)
 
 
+def _padding_nd_prop() -> property:
+    """``padding_nd``: reads pre_padding, sets pre- and post-padding to the same dims."""
+
+    def fget(self: ILayer) -> tuple[int, ...]:
+        return self.pre_padding  # type: ignore[attr-defined,no-any-return]
+
+    def fset(self: ILayer, value: Any) -> None:
+        dims = as_dims(value, f"{type(self).__name__}.padding_nd")
+        self._a["pre_padding"] = dims
+        self._a["post_padding"] = dims
+        self._touch()
+
+    return property(fget, fset)
+
+
 def _dims_resolved(layer: ILayer, name: str, fill: int, n: int) -> tuple[int, ...]:
     v = layer._a[name]
     return tuple(v) if v else (fill,) * n
@@ -194,16 +209,7 @@ class _ConvBase(ILayer):
     pre_padding = _spatial_prop("pre_padding", 0)
     post_padding = _spatial_prop("post_padding", 0)
 
-    @property
-    def padding_nd(self) -> tuple[int, ...]:
-        return self.pre_padding  # type: ignore[no-any-return]
-
-    @padding_nd.setter
-    def padding_nd(self, value: Any) -> None:
-        dims = as_dims(value, f"{type(self).__name__}.padding_nd")
-        self._a["pre_padding"] = dims
-        self._a["post_padding"] = dims
-        self._touch()
+    padding_nd = _padding_nd_prop()
 
     # -- validation
     def _check_eager(self, infos: list[TensorInfo | None]) -> None:
@@ -282,6 +288,16 @@ class _ConvBase(ILayer):
     def _geometry(self, spatial: tuple[int, ...]) -> tuple[list[int], list[int], list[int], list[int]]:
         raise NotImplementedError
 
+    def _resolved(self, n: int) -> tuple[tuple[int, ...], ...]:
+        """(kernel, stride, dilation, pre-padding, post-padding) for ``n`` spatial dims, defaults filled in."""
+        return (
+            tuple(self._a["kernel_size_nd"]),
+            _dims_resolved(self, "stride_nd", 1, n),
+            _dims_resolved(self, "dilation_nd", 1, n),
+            _dims_resolved(self, "pre_padding", 0, n),
+            _dims_resolved(self, "post_padding", 0, n),
+        )
+
     def _kernel(self, inputs: list[Any], rt: RunContext, dt: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
         if len(inputs) > 1 and inputs[1] is not None:
             return inputs[1].to(dt).reshape(shape)  # type: ignore[no-any-return]
@@ -299,12 +315,8 @@ class IConvolutionLayer(_ConvBase):
     _layer_type = "CONVOLUTION"
 
     def _geometry(self, spatial: tuple[int, ...]) -> tuple[list[int], list[int], list[int], list[int]]:
-        a, n = self._a, len(spatial)
-        k = a["kernel_size_nd"]
-        s = _dims_resolved(self, "stride_nd", 1, n)
-        d = _dims_resolved(self, "dilation_nd", 1, n)
-        pre = _dims_resolved(self, "pre_padding", 0, n)
-        post = _dims_resolved(self, "post_padding", 0, n)
+        a = self._a
+        k, s, d, pre, post = self._resolved(len(spatial))
         res = [
             _forward_geometry(i, 1 + di * (ki - 1), si, p, q, a["padding_mode"]) if i >= 0 else (0, 0, 0, -1)
             for i, ki, si, di, p, q in zip(spatial, k, s, d, pre, post, strict=True)
@@ -344,17 +356,13 @@ class IDeconvolutionLayer(_ConvBase):
     _deconv = True
 
     def _geometry(self, spatial: tuple[int, ...]) -> tuple[list[int], list[int], list[int], list[int]]:
-        a, n = self._a, len(spatial)
-        k = a["kernel_size_nd"]
-        s = _dims_resolved(self, "stride_nd", 1, n)
-        d = _dims_resolved(self, "dilation_nd", 1, n)
-        pre = _dims_resolved(self, "pre_padding", 0, n)
-        post = _dims_resolved(self, "post_padding", 0, n)
+        a = self._a
+        k, s, d, pre, post = self._resolved(len(spatial))
         res = [
             _deconv_geometry(i, 1 + di * (ki - 1), si, p, q, a["padding_mode"]) if i >= 0 else (0, 0, -1)
             for i, ki, si, di, p, q in zip(spatial, k, s, d, pre, post, strict=True)
         ]
-        return [r[0] for r in res], [r[1] for r in res], [0] * n, [r[2] for r in res]
+        return [r[0] for r in res], [r[1] for r in res], [0] * len(spatial), [r[2] for r in res]
 
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
         x = inputs[0]
@@ -401,16 +409,7 @@ class IPoolingLayer(ILayer):
     pre_padding = _spatial_prop("pre_padding", 0)
     post_padding = _spatial_prop("post_padding", 0)
 
-    @property
-    def padding_nd(self) -> tuple[int, ...]:
-        return self.pre_padding  # type: ignore[no-any-return]
-
-    @padding_nd.setter
-    def padding_nd(self, value: Any) -> None:
-        dims = as_dims(value, "IPoolingLayer.padding_nd")
-        self._a["pre_padding"] = dims
-        self._a["post_padding"] = dims
-        self._touch()
+    padding_nd = _padding_nd_prop()
 
     def _check_eager(self, infos: list[TensorInfo | None]) -> None:
         ILayer._check(self, infos)
