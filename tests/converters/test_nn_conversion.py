@@ -35,34 +35,26 @@ def test_conv_bn_folds_into_one_layer() -> None:
     assert trt.num_layers == 1
 
 
-def test_conv_bn_not_folded_when_conv_output_used_first() -> None:
-    class M(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv, self.bn = nn.Conv2d(3, 4, 3), _bn(4)
+class _ConvOutputUsedTwice(nn.Module):
+    """conv -> (bn, relu) in either order: the pre-BN tensor has a second consumer."""
 
-        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            y = self.conv(x)
-            return F.relu(y), self.bn(y)
+    def __init__(self, bn_first: bool) -> None:
+        super().__init__()
+        self.conv, self.bn, self.bn_first = nn.Conv2d(3, 4, 3), _bn(4), bn_first
 
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.conv(x)
+        return (self.bn(y), F.relu(y)) if self.bn_first else (F.relu(y), self.bn(y))
+
+
+@pytest.mark.parametrize(
+    "bn_first", [False, True], ids=["relu_first_no_folding", "bn_first_folded_then_unfolded_conv"]
+)
+def test_conv_output_with_another_consumer_keeps_its_value(bn_first: bool) -> None:
     torch.manual_seed(0)
-    trt = _convert(M(), torch.randn(1, 3, 6, 6))
-    assert trt.num_layers == 3  # conv, relu, scale
-
-
-def test_conv_output_reused_after_folding_gets_unfolded_conv() -> None:
-    class M(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv, self.bn = nn.Conv2d(3, 4, 3), _bn(4)
-
-        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            y = self.conv(x)
-            return self.bn(y), F.relu(y)
-
-    torch.manual_seed(0)
-    trt = _convert(M(), torch.randn(1, 3, 6, 6))
-    assert trt.num_layers == 3  # folded conv, unfolded conv (lazy), relu
+    trt = _convert(_ConvOutputUsedTwice(bn_first), torch.randn(1, 3, 6, 6))
+    # relu first: conv, relu, scale; bn first: folded conv, unfolded conv (created lazily), relu
+    assert trt.num_layers == 3
 
 
 _X = (torch.randn(1, 3, 6, 6),)
