@@ -173,3 +173,25 @@ print("reloaded ok")
 """
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, cwd=REPO)
     assert res.returncode == 0 and "reloaded ok" in res.stdout, res.stdout + res.stderr
+
+
+def test_roi_align_on_the_gpu_equals_the_host_emulator_bit_for_bit(nvrtc: Any) -> None:
+    """The fp32 roi_align kernel is compiled without FMA contraction (--fmad=false), so the GPU and the
+    CPU emulator (tests/cuda_emu, IEEE fp32 without contraction) must agree to the bit: this checks
+    the emulator the CPU-only test suite relies on."""
+    from tests.cuda_emu import compiler, emulate_plugin
+
+    if compiler() is None:
+        pytest.skip("the CUDA host emulator needs a C++ compiler (g++)")
+    g = torch.Generator().manual_seed(SEED)
+    x = torch.randn(2, 8, 200, 304, generator=g)
+    xy = torch.rand(200, 2, generator=g) * torch.tensor([1216.0, 800.0]) * 0.8
+    wh = torch.rand(200, 2, generator=g) * torch.tensor([1216.0, 800.0]) * 0.3 + 4
+    rois = torch.cat([torch.randint(0, 2, (200, 1), generator=g).float(), xy, xy + wh], 1)
+    attrs = RA.resolve_attrs({"output_size": (7, 7), "spatial_scale": 0.25, "sampling_ratio": 2, "aligned": True})
+    xc, rc = x.cuda(), rois.cuda()
+    (got,) = nvrtc.run_plugin(RA, [xc, rc], attrs, outputs=_poisoned(RA, [xc, rc], attrs))
+    torch.cuda.synchronize()
+    (emu,) = emulate_plugin(RA, [x, rois], dict(attrs), workers=8)
+    diff = (got.cpu() - emu).abs().max().item()
+    assert torch.equal(got.cpu(), emu), f"seed {SEED}: GPU vs emulator max abs difference {diff:.3g}"
