@@ -446,13 +446,14 @@ def test_launch_rules_and_kernel_arguments() -> None:
     (x, off, w, m, b), kw = deform_inputs(7, **DEFORM_CASES[2].values[0])
     attrs = DC.resolve_attrs({**kw, "has_bias": True})
     info = DC.launch_info(attrs, [x.shape, off.shape, w.shape, b.shape], [torch.float32] * 4)  # type: ignore[union-attr]
-    (lc,) = DC.cuda.launches(info)  # type: ignore[union-attr]
-    assert lc.kernel == "deform_conv2d_fp32_m64" and lc.block == (256, 1, 1)
-    assert lc.grid == ((3 * 14 + 63) // 64, 1, 2 * 2)
-    vals = nvrtc.pack_args(lc, info, [0x1000, 0x2000, 0x3000, 0x4000], [0x9000], 0)
-    ptrs = [v.value for v in vals[:6]]
-    assert ptrs == [0x1000, 0x2000, 0x3000, None, 0x4000, 0x9000]  # mask absent: a null pointer
-    assert [type(v) for v in vals[6:]] == [ctypes.c_int32] * 16
+    prep, lc = DC.cuda.launches(info)  # type: ignore[union-attr]
+    assert prep.kernel == "deform_conv2d_fp32_wprep" and lc.kernel == "deform_conv2d_fp32_gemm"
+    assert lc.block == (256, 1, 1) and lc.grid == ((3 * 14 + 127) // 128, 1, 2 * 2)
+    assert DC.cuda.workspace_bytes(info) == 2 * 6 * 4 * 128 * 4  # type: ignore[union-attr]  # relaid-out weights
+    vals = nvrtc.pack_args(lc, info, [0x1000, 0x2000, 0x3000, 0x4000], [0x9000], 0x80000)
+    ptrs = [v.value for v in vals[:7]]
+    assert ptrs == [0x1000, 0x2000, 0x80000, None, 0x4000, 0x9000, 0x80000 + 2 * 6 * 4 * 128 * 4]  # mask: null
+    assert [type(v) for v in vals[7:]] == [ctypes.c_int32] * 17
     info16 = DC.launch_info(DC.resolve_attrs({}), [(1, 4, 6, 6), (1, 18, 4, 4), (4, 4, 3, 3)], [torch.float16] * 3)
     assert DC.cuda.launches(info16)[0].kernel == "deform_conv2d_fp16_m16"  # type: ignore[union-attr]
     ra_info = RA.launch_info(RA.resolve_attrs({"output_size": (7, 7), "spatial_scale": 0.25}),
@@ -553,7 +554,10 @@ def test_tensorrt_plugin_build_and_runtime_methods_with_a_stand_in_module(monkey
     assert plugin.supports_format_combination(4, io, 4)
     assert not plugin.supports_format_combination(0, [_desc(H, fmt=sim.TensorFormat.CHW32)] + io[1:], 4)
     assert not plugin.supports_format_combination(0, [_desc(sim.DataType.BF16)] + io[1:], 4)
-    assert plugin.get_workspace_size([_desc(F, (1, 4, 9, 9))] * 4, [_desc(F)]) == 0
+    ws_in = [(1, 4, 9, 9), (1, 18, 5, 5), (6, 4, 3, 3), (1, 9, 5, 5)]
+    assert plugin.get_workspace_size([_desc(F, s) for s in ws_in], [_desc(F)]) == 0  # C_out/groups <= 16: none
+    ws_in[2] = (40, 4, 3, 3)  # gemm path: relaid-out weights (C_out_g padded to 128) + 2 split-K partials
+    assert plugin.get_workspace_size([_desc(F, s) for s in ws_in], [_desc(F)]) == 9 * 4 * 128 * 4 + 2 * 40 * 25 * 4
     # serialization: fields -> creator (RUNTIME phase) -> the same attributes
     fields = plugin.get_fields_to_serialize()
     creator = trt.get_plugin_registry().get_creator("deform_conv2d", "1", "torch2trt_lite")

@@ -28,6 +28,7 @@ from torch2trt_lite.plugins.api import (
     Out,
     PluginCall,
     Shapes,
+    Workspace,
     bool_attr,
     cdiv,
     declare_plugin,
@@ -37,6 +38,9 @@ from torch2trt_lite.plugins.api import (
 KERNEL = Path(__file__).with_name("kernel.cu")
 THREADS = 256
 _MAX_GRID_YZ = 65535
+ENTRY_POINTS = tuple(
+    f"deform_conv2d_{dt}_{k}" for dt in ("fp32", "fp16") for k in ("gemm", "wprep", "splitk_sum", "m16")
+)
 
 
 def reference(
@@ -81,7 +85,9 @@ def reference(
     for dy, dx, wgt in ((0, 0, hy * hx), (0, 1, hy * lx), (1, 0, ly * hx), (1, 1, ly * lx)):
         yi, xi = y0 + dy, x0 + dx
         ok = inside & (yi >= 0) & (yi <= h - 1) & (xi >= 0) & (xi <= wd - 1)
-        idx = (yi.clamp(0, h - 1) * wd + xi.clamp(0, wd - 1)).view(n, og, 1, length).expand(n, og, cpg, length)
+        idx = (
+            (yi.clamp(0, h - 1) * wd + xi.clamp(0, wd - 1)).view(n, og, 1, length).expand(n, og, cpg, length)
+        )
         cols = cols + (wgt * ok).view(n, og, 1, length) * torch.gather(planes, 3, idx)
     if mask is not None:
         cols = cols * mask.to(acc).view(n, og, 1, length)
@@ -144,27 +150,135 @@ def validate(ins: Shapes, a: Attrs) -> str | None:
     return None
 
 
-def launch(info: LaunchInfo) -> Launch:
+GEMM_BM = GEMM_BN = 128  # the gemm kernels' block tile (output channels x output pixels)
+GEMM_BK = {torch.float32: 16, torch.float16: 32}  # channels per reduction chunk
+SMALL_COUT_G = 16  # C_out / groups up to this: the direct m16 kernel (depthwise, thin groups)
+TARGET_BLOCKS = 264  # ~2 blocks per SM on a 132-SM H100/H200; below 132 tiles, split-K fills the GPU
+MAX_SPLITS = 8
+_ALIGN = 256
+
+
+def _geometry(info: LaunchInfo) -> dict[str, int]:
     n, cin, h, w = info.inputs["input"]
     cout, cin_g, kh, kw = info.inputs["weight"]
-    og = info.inputs["offset"][1] // (2 * kh * kw)
     groups = cin // cin_g
     _, _, ho, wo = info.outputs[0]
-    cout_g = cout // groups
-    small = cout_g <= 16
-    bm, bn = (16, 128) if small else (64, 64)
-    grid = (cdiv(ho * wo, bn), cdiv(cout_g, bm), n * groups)
-    if grid[1] > _MAX_GRID_YZ or grid[2] > _MAX_GRID_YZ:
-        raise PluginError(f"deform_conv2d: grid {grid} exceeds CUDA's 65535 limit on y/z (batch * groups too large)")
+    return {
+        "n": n,
+        "cin": cin,
+        "h": h,
+        "w": w,
+        "cout": cout,
+        "cin_g": cin_g,
+        "kh": kh,
+        "kw": kw,
+        "groups": groups,
+        "cout_g": cout // groups,
+        "og": info.inputs["offset"][1] // (2 * kh * kw),
+        "ho": ho,
+        "wo": wo,
+    }
+
+
+def _plan(info: LaunchInfo) -> dict[str, int]:
+    """Kernel choice, split-K factor and workspace layout (bytes) for one set of shapes."""
+    d = _geometry(info)
+    if d["cout_g"] <= SMALL_COUT_G:
+        return {"small": 1, "splits": 1, "wt_bytes": 0, "part_offset": 0, "workspace": 0}
+    esize = 2 if info.dtype == torch.float16 else 4
+    mtiles = cdiv(d["cout_g"], GEMM_BM)
+    tiles = cdiv(d["ho"] * d["wo"], GEMM_BN) * mtiles * d["n"] * d["groups"]
+    chunks = d["kh"] * d["kw"] * cdiv(d["cin_g"], GEMM_BK[info.dtype])  # about: og boundaries add a few
+    splits = 1
+    if tiles < TARGET_BLOCKS // 2:  # NOTE: fewer tiles than SMs: split the reduction, >= 4 chunks each
+        splits = max(1, min(cdiv(TARGET_BLOCKS, tiles), chunks // 4, MAX_SPLITS))
+    wt_bytes = d["groups"] * d["kh"] * d["kw"] * d["cin_g"] * mtiles * GEMM_BM * esize
+    part_offset = cdiv(wt_bytes, _ALIGN) * _ALIGN
+    part_bytes = splits * d["n"] * d["cout"] * d["ho"] * d["wo"] * 4 if splits > 1 else 0
+    return {
+        "small": 0,
+        "splits": splits,
+        "wt_bytes": wt_bytes,
+        "part_offset": part_offset,
+        "workspace": part_offset + part_bytes,
+    }
+
+
+def workspace(info: LaunchInfo) -> int:
+    return _plan(info)["workspace"]
+
+
+def launch(info: LaunchInfo) -> list[Launch]:
+    d = _geometry(info)
+    plan = _plan(info)
+    n, groups, cout, ho, wo = d["n"], d["groups"], d["cout"], d["ho"], d["wo"]
     a = info.attrs
     dt = "fp16" if info.dtype == torch.float16 else "fp32"
-    args = (
-        In("input"), In("offset"), In("weight"), In("mask"), In("bias"), Out(0),
-        I32(cin), I32(h), I32(w), I32(cout), I32(kh), I32(kw), I32(ho), I32(wo),
-        I32(a.stride[0]), I32(a.stride[1]), I32(a.padding[0]), I32(a.padding[1]),
-        I32(a.dilation[0]), I32(a.dilation[1]), I32(groups), I32(og),
+    geometry = (
+        I32(d["cin"]),
+        I32(d["h"]),
+        I32(d["w"]),
+        I32(cout),
+        I32(d["kh"]),
+        I32(d["kw"]),
+        I32(ho),
+        I32(wo),
+        I32(a.stride[0]),
+        I32(a.stride[1]),
+        I32(a.padding[0]),
+        I32(a.padding[1]),
+        I32(a.dilation[0]),
+        I32(a.dilation[1]),
+        I32(groups),
+        I32(d["og"]),
     )
-    return Launch(f"deform_conv2d_{dt}_{'m16' if small else 'm64'}", grid, THREADS, args)
+    if plan["small"]:
+        grid = (cdiv(ho * wo, 128), cdiv(d["cout_g"], 16), n * groups)
+        if grid[1] > _MAX_GRID_YZ or grid[2] > _MAX_GRID_YZ:
+            raise PluginError(
+                f"deform_conv2d: grid {grid} exceeds CUDA's 65535 limit on y/z (batch * groups too large)"
+            )
+        args = (In("input"), In("offset"), In("weight"), In("mask"), In("bias"), Out(0), *geometry)
+        return [Launch(f"deform_conv2d_{dt}_m16", grid, THREADS, args)]
+    splits = plan["splits"]
+    grid = (cdiv(ho * wo, GEMM_BN), cdiv(d["cout_g"], GEMM_BM) * splits, n * groups)
+    if grid[1] > _MAX_GRID_YZ or grid[2] > _MAX_GRID_YZ:
+        raise PluginError(
+            f"deform_conv2d: grid {grid} exceeds CUDA's 65535 limit on y/z (batch * groups too large)"
+        )
+    wt_elems = plan["wt_bytes"] // (2 if dt == "fp16" else 4)
+    prep = Launch(
+        f"deform_conv2d_{dt}_wprep",
+        min(cdiv(wt_elems // (d["kh"] * d["kw"]), THREADS), 4096),
+        THREADS,
+        (In("weight"), Workspace(0), I32(cout), I32(d["cin_g"]), I32(d["kh"] * d["kw"]), I32(groups)),
+    )
+    gemm = Launch(
+        f"deform_conv2d_{dt}_gemm",
+        grid,
+        THREADS,
+        (
+            In("input"),
+            In("offset"),
+            Workspace(0),
+            In("mask"),
+            In("bias"),
+            Out(0),
+            Workspace(plan["part_offset"]),
+            *geometry,
+            I32(splits),
+        ),
+    )
+    if splits == 1:
+        return [prep, gemm]
+    total = n * cout * ho * wo
+    reduce = Launch(
+        f"deform_conv2d_{dt}_splitk_sum",
+        min(cdiv(total, THREADS), 8192),
+        THREADS,
+        (Workspace(plan["part_offset"]), In("bias"), Out(0), I32(n), I32(cout), I32(ho * wo), I32(splits)),
+    )
+    return [prep, gemm, reduce]
 
 
 def bind_function(call: Any) -> PluginCall:
@@ -177,7 +291,9 @@ def bind_function(call: Any) -> PluginCall:
     padding = call.arg(5, "padding", (0, 0))
     dilation = call.arg(6, "dilation", (1, 1))
     mask = call.arg(7, "mask", None)
-    return PluginCall([input_, offset, weight, mask, bias], {"stride": stride, "padding": padding, "dilation": dilation})
+    return PluginCall(
+        [input_, offset, weight, mask, bias], {"stride": stride, "padding": padding, "dilation": dilation}
+    )
 
 
 def bind_module(call: Any) -> PluginCall:
@@ -223,14 +339,13 @@ PLUGIN = declare_plugin(
     dtypes=(torch.float32, torch.float16),
     cuda=CudaKernel(
         path=KERNEL,
-        entry_points=(
-            "deform_conv2d_fp32_m64", "deform_conv2d_fp16_m64", "deform_conv2d_fp32_m16", "deform_conv2d_fp16_m16",
-        ),
+        entry_points=ENTRY_POINTS,
         launch=launch,
+        workspace=workspace,
     ),
     targets=(torchvision.ops.deform_conv2d, torchvision.ops.DeformConv2d) if torchvision is not None else (),
     bind=_bind,
     doc="Deformable 2-D convolution (torchvision.ops.deform_conv2d).",
 )
 
-__all__ = ["KERNEL", "PLUGIN", "launch", "reference", "shape", "validate"]
+__all__ = ["ENTRY_POINTS", "KERNEL", "PLUGIN", "launch", "reference", "shape", "validate", "workspace"]
