@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import types
@@ -32,13 +31,9 @@ from torch2trt_lite import sim
 from torch2trt_lite.errors import NetworkDefinitionError, PluginError
 from torch2trt_lite.plugins import (
     F32,
-    I32,
-    I64,
     CudaKernel,
-    In,
     Input,
     Launch,
-    Out,
     api,
     declare_plugin,
     float_attr,
@@ -702,196 +697,8 @@ def test_nvrtc_cache_errors_and_headers(nvrtc_cache: Path) -> None:
         nvrtc.arch_target("hopper")
 
 
-# ---------------------------------------------------------- 6. kernels executed on the CPU (g++)
-_FP16_H = r"""#pragma once
-struct __half { _Float16 v; };
-inline float __half2float(__half h) { return (float)h.v; }
-inline __half __float2half_rn(float f) { __half h; h.v = (_Float16)f; return h; }
-inline __half __float2half(float f) { return __float2half_rn(f); }
-"""
-# NOTE: blocks run one after another; a block's threads are OS threads meeting at a std::barrier
-# for __syncthreads, so __shared__ (a function-local static) is shared exactly by one block.
-_EMU_H = r"""#pragma once
-#include <math.h>
-#include <algorithm>
-#include <barrier>
-#include <thread>
-#include <vector>
-struct dim3 { unsigned x = 1, y = 1, z = 1; };
-inline thread_local dim3 threadIdx, blockIdx;
-inline dim3 blockDim, gridDim;
-inline thread_local std::barrier<>* t2t_emu_barrier = nullptr;
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __shared__ static
-#define __launch_bounds__(...)
-inline void __syncthreads() { t2t_emu_barrier->arrive_and_wait(); }
-using std::max;
-using std::min;
-template <class F> void t2t_emu_launch(dim3 grid, dim3 block, F body) {
-  gridDim = grid; blockDim = block;
-  const unsigned nt = block.x * block.y * block.z;
-  for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
-        std::barrier<> bar((std::ptrdiff_t)nt);
-        std::vector<std::thread> ts;
-        for (unsigned t = 0; t < nt; ++t)
-          ts.emplace_back([&, t] {
-            threadIdx = dim3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-            blockIdx = dim3{bx, by, bz};
-            t2t_emu_barrier = &bar;
-            body();
-          });
-        for (auto& th : ts) th.join();
-      }
-}
-"""
-_MAIN = r"""#include "{kernel}"
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <iterator>
-#include <string>
-struct Arg {{
-  char kind = 'n'; void* p = nullptr; long long i = 0; double f = 0;
-  template <class T> operator T*() const {{ return static_cast<T*>(p); }}
-  operator int() const {{ return (int)i; }}
-  operator long long() const {{ return i; }}
-  operator float() const {{ return (float)f; }}
-  operator double() const {{ return f; }}
-}};
-int main(int argc, char** argv) {{
-  std::ifstream in(argv[1]);
-  std::string name; dim3 g, b; int n;
-  in >> name >> g.x >> g.y >> g.z >> b.x >> b.y >> b.z >> n;
-  std::vector<Arg> a(n); std::vector<std::string> files(n); std::vector<std::vector<char>> bufs(n);
-  for (int k = 0; k < n; ++k) {{
-    in >> a[k].kind;
-    if (a[k].kind == 'p') {{
-      in >> files[k]; std::ifstream f(files[k], std::ios::binary);
-      bufs[k].assign(std::istreambuf_iterator<char>(f), {{}}); bufs[k].resize(bufs[k].size() + 16); a[k].p = bufs[k].data();
-    }} else if (a[k].kind == 'i') in >> a[k].i;
-    else if (a[k].kind == 'f') {{ unsigned long long bits; in >> bits; std::memcpy(&a[k].f, &bits, 8); }}
-  }}
-{dispatch}
-  else {{ std::fprintf(stderr, "unknown kernel %s\n", name.c_str()); return 2; }}
-  for (int k = 0; k < n; ++k)
-    if (a[k].kind == 'p') {{ std::ofstream f(files[k], std::ios::binary); f.write(bufs[k].data(), bufs[k].size() - 16); }}
-  return 0;
-}}
-"""
-
-
-class CpuEmulator:
-    """Runs a plugin's kernels on the CPU with its own launch rule and argument list."""
-
-    def __init__(self, pdef: api.PluginDef, nargs: int, workdir: Path) -> None:
-        self.pdef, self.dir = pdef, workdir
-        assert pdef.cuda is not None
-        (workdir / "cuda_fp16.h").write_text(_FP16_H)
-        (workdir / "cuda_emu.h").write_text(_EMU_H)
-        _, kernel_file = pdef.cuda.text()
-        call = ", ".join(f"a[{k}]" for k in range(nargs))
-        dispatch = "\n".join(
-            f'  {"else " if i else ""}if (name == "{e}") t2t_emu_launch(g, b, [&] {{ {e}({call}); }});'
-            for i, e in enumerate(pdef.cuda.entry_points)
-        )
-        (workdir / "main.cpp").write_text(_MAIN.format(kernel=kernel_file, dispatch=dispatch))
-        self.exe = workdir / "emu"
-        res = subprocess.run(
-            ["g++", "-std=c++20", "-O1", "-pthread", "-include", str(workdir / "cuda_emu.h"), f"-I{workdir}",
-             str(workdir / "main.cpp"), "-o", str(self.exe)], capture_output=True, text=True, check=False)
-        if res.returncode != 0:
-            pytest.skip(f"the host compiler cannot build the CPU emulation (needs C++20 and _Float16): {res.stderr[-800:]}")
-
-    def run(self, inputs: Sequence[torch.Tensor | None], attrs: dict[str, Any]) -> list[torch.Tensor]:
-        a = self.pdef.resolve_attrs(attrs)
-        present = [x for s, x in zip(self.pdef.inputs, inputs, strict=True) if s.present is None or a[s.present]]
-        tensors = [x for x in present if x is not None]
-        info = self.pdef.launch_info(a, [tuple(x.shape) for x in tensors], [x.dtype for x in tensors])
-        files = []
-        for i, x in enumerate(tensors):
-            files.append(self.dir / f"in{i}.bin")
-            files[-1].write_bytes(x.contiguous().view(torch.uint8).numpy().tobytes())
-        outs = [torch.full(s, float("nan"), dtype=d) for s, d in zip(info.outputs, info.output_dtypes, strict=True)]
-        out_files = []
-        for j, o in enumerate(outs):  # NOTE: outputs start as NaN, so an element no thread wrote shows
-            out_files.append(self.dir / f"out{j}.bin")
-            out_files[-1].write_bytes(o.view(torch.uint8).numpy().tobytes())
-        for lc in self.pdef.cuda.launches(info):  # type: ignore[union-attr]
-            if 0 in lc.grid:
-                continue
-            lines = [lc.kernel, *map(str, lc.grid), *map(str, lc.block), str(len(lc.args))]
-            for arg in lc.args:
-                if isinstance(arg, In):
-                    idx = arg.input if isinstance(arg.input, int) else info.inputs.index(arg.input)
-                    lines.append(f"p {files[idx]}" if idx is not None else "n")
-                elif isinstance(arg, Out):
-                    lines.append(f"p {out_files[arg.index]}")
-                elif isinstance(arg, I32 | I64):
-                    lines.append(f"i {int(arg.value)}")
-                elif isinstance(arg, F32 | api.F64):
-                    lines.append(f"f {struct.unpack('<Q', struct.pack('<d', float(arg.value)))[0]}")
-                else:
-                    raise AssertionError(f"the emulator has no workspace support ({arg!r})")
-            (self.dir / "args.txt").write_text("\n".join(lines) + "\n")
-            subprocess.run([str(self.exe), str(self.dir / "args.txt")], check=True)
-        return [
-            torch.frombuffer(bytearray(p.read_bytes()), dtype=o.dtype).view(o.shape).clone() if o.numel() else o
-            for o, p in zip(outs, out_files, strict=True)
-        ]
-
-
-@pytest.fixture(scope="module")
-def emulators(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CpuEmulator]:
-    if shutil.which("g++") is None:
-        pytest.skip("no g++: install a C++20 host compiler to execute the CUDA kernels on the CPU")
-    return {
-        "deform_conv2d": CpuEmulator(DC, 22, tmp_path_factory.mktemp("emu-deform")),
-        "roi_align": CpuEmulator(RA, 12, tmp_path_factory.mktemp("emu-roi")),
-    }
-
-
-def _assert_rel(got: torch.Tensor, want: torch.Tensor, tol: float) -> None:
-    """Relative error against the output's magnitude; NaN (unwritten) fails."""
-    scale = max(want.float().abs().max().item(), 1e-6) if want.numel() else 1.0
-    torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol * scale)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
-@pytest.mark.parametrize("case", DEFORM_CASES)
-def test_deform_conv2d_kernel_on_cpu_emulation(emulators: dict[str, CpuEmulator], case: dict[str, Any],
-                                              dtype: torch.dtype) -> None:
-    ins, kw = deform_inputs(11, **case)
-    ins = [t.to(dtype) if t is not None else None for t in ins]
-    (got,) = emulators["deform_conv2d"].run(ins, {**kw, "has_mask": case["mask"], "has_bias": case["bias"]})
-    want = DC.reference(*ins, **kw)  # fp32 math on the same (possibly fp16-rounded) inputs
-    _assert_rel(got, want, 1e-5 if dtype == torch.float32 else 1e-2)
-    if dtype == torch.float32:
-        x, off, w, m, b = ins
-        _assert_rel(got, torchvision.ops.deform_conv2d(x, off, w, b, mask=m, **kw), 1e-5)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
-@pytest.mark.parametrize("aligned, sampling_ratio", [(False, -1), (False, 2), (True, 0), (True, 3)])
-def test_roi_align_kernel_on_cpu_emulation(emulators: dict[str, CpuEmulator], aligned: bool, sampling_ratio: int,
-                                          dtype: torch.dtype) -> None:
-    x, _, rois = roi_inputs(12)
-    attrs = {"output_size": (5, 4), "spatial_scale": 0.75, "sampling_ratio": sampling_ratio, "aligned": aligned}
-    (got,) = emulators["roi_align"].run([x.to(dtype), rois.to(dtype)], attrs)
-    want = RA.reference(x.to(dtype), rois.to(dtype), **attrs)
-    _assert_rel(got, want, 1e-5 if dtype == torch.float32 else 1e-2)
-    if dtype == torch.float32:
-        _assert_rel(got, torchvision.ops.roi_align(x, rois, (5, 4), 0.75, sampling_ratio, aligned), 1e-5)
-
-
-def test_roi_align_kernel_with_no_rois_launches_nothing(emulators: dict[str, CpuEmulator]) -> None:
-    x, _, rois = roi_inputs(13)
-    (got,) = emulators["roi_align"].run([x, rois[:0]], {"output_size": (2, 2)})
-    assert got.shape == (0, 3, 2, 2)
+# ---------------------------------------------------------- 6. kernels executed on the CPU
+# NOTE: tests/test_plugins_emu.py runs every built-in kernel through the host emulator (tests/cuda_emu).
 
 
 # -------------------------------------------------------------------------------- 7. sample

@@ -34,6 +34,9 @@ torchvision = pytest.importorskip(
 from torch2trt_lite.plugins_cuda.deform_conv2d import PLUGIN as DEFORM  # noqa: E402
 from torch2trt_lite.plugins_cuda.roi_align import PLUGIN as ROI_ALIGN  # noqa: E402
 
+from tests.test_plugins import DEFORM_CASES as SHARED_DEFORM_CASES  # noqa: E402
+from tests.test_plugins import deform_inputs, roi_inputs  # noqa: E402
+
 ARCHS = (750, 900)
 TOL = {torch.float32: 1e-5, torch.float16: 1e-2}
 
@@ -298,3 +301,36 @@ def test_roi_align_kernel(case: str, dtype: torch.dtype, arch: int) -> None:
     assert rel_err(got, want) <= TOL[dtype], f"relative error {rel_err(got, want):.3g}"
     tv = torchvision.ops.roi_align(x.to(dtype).float(), rois.to(dtype).float(), **attrs)
     assert rel_err(got, tv) <= TOL[dtype], f"vs torchvision: relative error {rel_err(got, tv):.3g}"
+
+
+# ------------------------------------------------------- the cases the GPU checks use, on the CPU
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", SHARED_DEFORM_CASES)
+def test_deform_conv2d_kernel_gpu_cases(case: dict[str, Any], dtype: torch.dtype, arch: int) -> None:
+    ins, geo = deform_inputs(11, **case)
+    cast = [t.to(dtype) if t is not None else None for t in ins]
+    got = _both_orders(DEFORM, cast, {**geo, "has_mask": case["mask"], "has_bias": case["bias"]}, arch)
+    want = DEFORM.reference(*[t.float() if t is not None else None for t in cast], **geo)
+    assert rel_err(got, want) <= TOL[dtype], f"relative error {rel_err(got, want):.3g}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("aligned, sampling_ratio", [(False, -1), (False, 2), (True, 0), (True, 3)])
+def test_roi_align_kernel_gpu_cases(aligned: bool, sampling_ratio: int, dtype: torch.dtype) -> None:
+    x, _, rois = roi_inputs(12)
+    attrs = {
+        "output_size": (5, 4),
+        "spatial_scale": 0.75,
+        "sampling_ratio": sampling_ratio,
+        "aligned": aligned,
+    }
+    got = _both_orders(ROI_ALIGN, [x.to(dtype), rois.to(dtype)], attrs, 900)
+    want = ROI_ALIGN.reference(x.to(dtype).float(), rois.to(dtype).float(), **attrs)
+    assert rel_err(got, want) <= TOL[dtype], f"relative error {rel_err(got, want):.3g}"
+
+
+def test_roi_align_with_no_rois_launches_nothing() -> None:
+    x, _, rois = roi_inputs(13)
+    (got,) = emulate_plugin(ROI_ALIGN, [x, rois[:0]], {"output_size": (2, 2)})
+    assert got.shape == (0, 3, 2, 2)
