@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import SUPPORTED_NODES, tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .errors import ConversionError, InternalError
@@ -57,8 +57,19 @@ class ConversionContext:
 
     def versions(self, args: Any, kwargs: Any) -> list[tuple[torch.Tensor, int]]:
         """(tensor, version) of the traced tensors among a call's arguments."""
+        m = self._map
+        out = []
+        # NOTE: a fast path for flat arguments (nearly every call); nested ones go through pytree.
+        for t in (*args, *kwargs.values()) if kwargs else args:
+            if isinstance(t, torch.Tensor):
+                if t in m:
+                    out.append((t, t._version))
+            elif isinstance(t, (list, tuple, dict)):
+                break
+        else:
+            return out
         return [
-            (t, t._version) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t in self._map
+            (t, t._version) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t in m
         ]
 
     def refresh_versions(self, before: list[tuple[torch.Tensor, int]]) -> None:
@@ -185,7 +196,19 @@ class ConversionContext:
             self.network.get_layer(i).name = base if j == 0 else f"{base}_{j}"
 
     def bind_outputs(self, call: Any, result: Any) -> None:
-        outs = [t for t in tree_flatten(call.output)[0] if isinstance(t, torch.Tensor)]
+        out = call.output
+        if (
+            isinstance(out, torch.Tensor) and result is not None
+            and not isinstance(result, (list, tuple, dict)) and type(result) not in SUPPORTED_NODES
+        ):
+            # NOTE: the common case (one tensor, one network tensor) without pytree.
+            if isinstance(result, (int, float, bool)):
+                raise ConversionError(
+                    f"converter of {call.qualname} returned 0 network tensor(s) for 1 torch output(s)"
+                )
+            self.set_itensor(out, self.itensor(result) if isinstance(result, torch.Tensor) else result)
+            return
+        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         if not outs:
             return
         res = [r for r in tree_flatten(result)[0] if r is not None and not isinstance(r, (int, float, bool))]

@@ -26,6 +26,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch._C import (
+    _get_function_stack_at,
+    _len_torch_function_stack,
+    _pop_torch_function_stack,
+    _push_on_torch_function_stack,
+)
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
@@ -164,6 +170,7 @@ class Tracer:
         self.scope: list[str] = []
         self.problems: list[Unsupported] = []
         self._traced_ids: Callable[[Any], bool] = ctx.is_traced
+        self.guard: _Guard | None = None  # the strict guard while active (see _dispatch)
         self._hooks: list[Any] = []
         self._token: contextvars.Token[Tracer | None] | None = None
         self._patched: list[tuple[Any, str, bool, Any]] = []
@@ -218,6 +225,19 @@ class Tracer:
         wrapper.__torch2trt_lite_original__ = original  # type: ignore[attr-defined]
         return wrapper
 
+    def _cached_wrap(self, record: ConverterRecord, owner: Any, attr: str) -> Any:
+        """``_wrap`` of what ``owner.attr`` is now, reused across conversions while both are unchanged."""
+        source = getattr(owner, attr)
+        if record.kind == "autograd":  # a bound classmethod: a new object on every getattr
+            return self._wrap(record, source)
+        key = (id(owner), attr)
+        hit = _WRAPPERS.get(key)
+        if hit is not None and hit[0] is record and hit[1] is source and hit[2] is owner:
+            return hit[3]
+        new = self._wrap(record, source)
+        _WRAPPERS[key] = (record, source, owner, new)
+        return new
+
     def _install(self) -> None:
         global _PATCH_DEPTH
         with _PATCH_LOCK:
@@ -231,7 +251,7 @@ class Tracer:
                         original = owner.__dict__[attr] if had else getattr(owner, attr)
                         # NOTE: getattr gives the callable to run (for autograd ``apply``, the bound
                         # classmethod); ``original`` is what goes back in place.
-                        new = self._wrap(record, getattr(owner, attr))
+                        new = self._cached_wrap(record, owner, attr)
                         _PATCHES.append((owner, attr, had, original))
                         if record.kind in ("function", "method"):
                             _ORIGINALS[id(getattr(owner, attr))] = record
@@ -271,7 +291,7 @@ class Tracer:
         if _ACTIVE.get() is not None:
             raise Torch2TRTError("a conversion is already running in this thread; conversions do not nest")
         _load_builtin_converters()
-        guard = _Guard(self)
+        guard = self.guard = _Guard(self)
         self._install()
         try:
             self._install_hooks()
@@ -285,6 +305,7 @@ class Tracer:
             for h in self._hooks:
                 h.remove()
             self._hooks.clear()
+            self.guard = None
             self._uninstall()
 
     # ---------------------------------------------------------------------- conversion
@@ -325,6 +346,22 @@ _PATCHES: list[tuple[Any, str, bool, Any]] = []
 
 _ORIGINALS: dict[int, ConverterRecord] = {}
 
+# (id(owner), attr) -> (record, patched callable, owner, wrapper): wrappers built once, not per conversion.
+_WRAPPERS: dict[tuple[int, str], tuple[ConverterRecord, Any, Any, Any]] = {}
+
+
+def _pop_guard(guard: _Guard | None) -> bool:
+    """Take the strict guard off the torch function mode stack when it is on top (True if it was).
+
+    While a converted call runs (``busy``), the guard passes every torch call through unchanged:
+    taking it off the stack for that time gives the same results without a Python call per torch op.
+    """
+    n = _len_torch_function_stack()
+    if guard is None or not n or _get_function_stack_at(n - 1) is not guard:
+        return False
+    _pop_torch_function_stack()
+    return True
+
 
 def _restore_all() -> None:
     _ORIGINALS.clear()
@@ -346,6 +383,8 @@ def _dispatch(record: ConverterRecord, original: Any, args: tuple[Any, ...], kwa
     if not tracer.touches_traced(args, kwargs):
         return original(*args, **kwargs)
     tracer.busy = True
+    guard = tracer.guard
+    popped = _pop_guard(guard)
     try:
         ctx = tracer.ctx
         before = ctx.versions(args, kwargs)
@@ -363,6 +402,8 @@ def _dispatch(record: ConverterRecord, original: Any, args: tuple[Any, ...], kwa
             ctx.set_lazy(args[0], functools.partial(ctx.constant, snap))
         tracer.convert_call(record, args, kwargs, out)
     finally:
+        if popped:
+            _push_on_torch_function_stack(guard)
         tracer.busy = False
     return out
 

@@ -188,12 +188,21 @@ def as_weights(value: Any) -> Weights | None:
 class TensorInfo:
     """What shape inference knows of a tensor: dtype, shape (-1 = dynamic) and probe values."""
 
-    __slots__ = ("dtype", "shape", "probes")
+    __slots__ = ("dtype", "shape", "probes", "_dims")
 
     def __init__(self, dtype: DataType, shape: tuple[int, ...], probes: tuple[Any, ...]):
         self.dtype = dtype
         self.shape = shape
         self.probes = probes  # (A,) when static, (A, B) when something upstream is dynamic
+        self._dims: Dims | None = None
+
+    @property
+    def dims(self) -> Dims:
+        """``shape`` as Dims (made once: Dims are immutable)."""
+        d = self._dims
+        if d is None:
+            d = self._dims = Dims(self.shape)
+        return d
 
     @property
     def rank(self) -> int:
@@ -285,7 +294,7 @@ class ITensor:
 
     @property
     def shape(self) -> Dims:
-        return Dims(self._info().shape)
+        return self._info().dims
 
     @shape.setter
     def shape(self, value: Any) -> None:
@@ -433,6 +442,9 @@ def _attr_property(name: str) -> property:
     return property(fget, fset)
 
 
+_ALL_ATTRS: dict[type, dict[str, Any]] = {}  # class -> merged ``_attrs`` of its MRO
+
+
 class ILayer:
     _layer_type: ClassVar[str] = ""
     _attrs: ClassVar[dict[str, Any]] = {}
@@ -450,11 +462,10 @@ class ILayer:
     def __init__(self, network: INetworkDefinition, inputs: Sequence[ITensor | None], **attrs: Any):
         self._network_ref = weakref.ref(network)
         self._inputs: list[ITensor | None] = list(inputs)
-        self._a: dict[str, Any] = {}
-        for k, default in self._all_attrs().items():
-            self._a[k] = default
+        declared = self._all_attrs()
+        self._a: dict[str, Any] = dict(declared)
         for k, v in attrs.items():
-            self._a[k] = _coerce(k, self._all_attrs().get(k), v, type(self).__name__)
+            self._a[k] = _coerce(k, declared.get(k), v, type(self).__name__)
         self._name = ""
         self._metadata = ""
         self._cache: list[TensorInfo] | None = None
@@ -465,9 +476,13 @@ class ILayer:
 
     @classmethod
     def _all_attrs(cls) -> dict[str, Any]:
-        merged: dict[str, Any] = {}
-        for klass in reversed(cls.__mro__):
-            merged.update(klass.__dict__.get("_attrs", {}))
+        """Declared attributes of the class and its bases (merged once per class; read-only)."""
+        merged = _ALL_ATTRS.get(cls)
+        if merged is None:
+            merged = {}
+            for klass in reversed(cls.__mro__):
+                merged.update(klass.__dict__.get("_attrs", {}))
+            _ALL_ATTRS[cls] = merged
         return merged
 
     # -- internal helpers

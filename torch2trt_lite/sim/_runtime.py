@@ -92,7 +92,8 @@ class Runtime:
     def deserialize_cuda_engine(self, serialized_engine: Any) -> Any:
         try:
             header, blob = _plan.parse(serialized_engine)
-            layers = _plan.restore_layers(header, blob, self._ns)
+            # NOTE: the plan this process just built is used in place (its weights are not copied).
+            layers = _plan.restore_layers(header, blob, self._ns, zero_copy=_plan.is_trusted(serialized_engine))
         except EngineFileError as e:
             _log(self._logger, Severity.ERROR, str(e))
             return None
