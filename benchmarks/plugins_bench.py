@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import datetime as dt
+import functools
 import json
 import platform
 import statistics
@@ -36,6 +38,7 @@ from typing import Any
 import torch
 import torchvision
 
+from torch2trt_lite.errors import PluginError
 from torch2trt_lite.plugins import get_plugin, load_builtin_plugins, nvrtc
 from torch2trt_lite.plugins.api import PluginDef
 
@@ -179,6 +182,17 @@ def bench_roi(pdef: PluginDef, cfg: dict[str, Any], dtype: torch.dtype, repeats:
         "plugin": cuda_time(kernel, repeats, warmup),
         "torch_reference": cuda_time(lambda: pdef.reference(x, rois, **attrs), 100, 3),
     }
+    for layout in ("nchw", "nhwc"):  # NOTE: both paths of the launch rule, whichever it picks
+        try:
+            forced = PreparedKernel(roi_align_forced(pdef, layout), [x, rois], attrs)
+        except PluginError as e:
+            res[f"plugin_{layout}"] = {"error": str(e)}
+            continue
+        (out_l,) = forced()
+        res[f"plugin_{layout}"] = {
+            "kernels": forced.kernels, "rel_err_vs_reference": rel_err(out_l, ref),
+            **cuda_time(forced, repeats, warmup),
+        }
     try:
         tv = torchvision.ops.roi_align(x, rois, cfg["out"], cfg["scale"], cfg["sr"], cfg["aligned"])
         res["rel_err_vs_torchvision"] = rel_err(out, tv)
@@ -192,6 +206,15 @@ def bench_roi(pdef: PluginDef, cfg: dict[str, Any], dtype: torch.dtype, repeats:
     res["copy_compulsory_bytes"] = cuda_time(copy_of(res["compulsory_bytes"]), repeats, warmup)
     res["fraction_of_copy_bandwidth"] = res["copy_compulsory_bytes"]["median_ms"] / res["plugin"]["median_ms"]
     return res
+
+
+def roi_align_forced(pdef: PluginDef, layout: str) -> PluginDef:
+    """roi_align with its launch rule forced to the direct ("nchw") or channels-last ("nhwc") path."""
+    from torch2trt_lite.plugins_cuda import roi_align
+
+    assert pdef.cuda is not None
+    cuda = dataclasses.replace(pdef.cuda, launch=functools.partial(roi_align.launch, layout=layout))
+    return dataclasses.replace(pdef, cuda=cuda)
 
 
 def roi_traffic(x: torch.Tensor, rois: torch.Tensor, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -271,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"torchvision {r['torchvision'].get('median_ms', float('nan')):.3f} ms  "
                   f"reference {r['torch_reference']['median_ms']:.3f} ms  err {r['rel_err_vs_reference']:.1e} "
                   f"(vs torchvision {r.get('rel_err_vs_torchvision', float('nan')):.1e})  "
-                  f"{r['fraction_of_copy_bandwidth']:.2f} of copy bandwidth")
+                  f"{r['fraction_of_copy_bandwidth']:.2f} of copy bandwidth  "
+                f"[direct {r['plugin_nchw'].get('median_ms', float('nan')):.3f} ms, "
+                f"channels-last {r['plugin_nhwc'].get('median_ms', float('nan')):.3f} ms]")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".tmp")

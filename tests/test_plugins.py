@@ -453,8 +453,14 @@ def test_launch_rules_and_kernel_arguments() -> None:
     assert DC.cuda.launches(info16)[0].kernel == "deform_conv2d_fp16_m16"  # type: ignore[union-attr]
     ra_info = RA.launch_info(RA.resolve_attrs({"output_size": (7, 7), "spatial_scale": 0.25}),
                              [(2, 256, 50, 50), (1000, 5)], [torch.float32] * 2)
-    (lr,) = RA.cuda.launches(ra_info)  # type: ignore[union-attr]
-    assert lr.grid == (min(-(-1000 * 256 * 49 // 256), 1 << 16), 1, 1)
+    tr, lr = RA.cuda.launches(ra_info)  # type: ignore[union-attr]  # many boxes: channels-last path
+    assert tr.kernel == "roi_align_nchw_to_nhwc_fp32" and tr.grid == (-(-2500 // 32), 8, 2) and tr.block == (32, 8, 1)
+    assert lr.kernel == "roi_align_nhwc_fp32" and lr.grid == (1000, 8, 1)
+    assert isinstance(lr.args[8], F32) and lr.args[8].value == 0.25
+    assert RA.cuda.workspace_bytes(ra_info) == 2 * 256 * 50 * 50 * 4  # type: ignore[union-attr]
+    few = RA.launch_info(ra_info.attrs, [(2, 256, 50, 50), (10, 5)], [torch.float32] * 2)
+    (lr,) = RA.cuda.launches(few)  # type: ignore[union-attr]  # few boxes: direct kernel
+    assert lr.kernel == "roi_align_fp32" and lr.grid == (-(-10 * 256 * 49 // 256), 1, 1)
     assert isinstance(lr.args[9], F32) and lr.args[9].value == 0.25
     with pytest.raises(PluginError, match="not a declared entry point"):
         CudaKernel(source="", entry_points=("a",), launch=lambda i: Launch("b", 1, 1, ())).launches(info)

@@ -13,6 +13,8 @@ emulator computes without FMA contraction), fp16 1e-2.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import functools
 import zlib
 from typing import Any
 
@@ -334,3 +336,69 @@ def test_roi_align_with_no_rois_launches_nothing() -> None:
     x, _, rois = roi_inputs(13)
     (got,) = emulate_plugin(ROI_ALIGN, [x, rois[:0]], {"output_size": (2, 2)})
     assert got.shape == (0, 3, 2, 2)
+
+
+# ----------------------------------------------------- roi_align: the channels-last path
+def _roi_align_forced(layout: str) -> Any:
+    """ROI_ALIGN with its launch rule forced to one path (same kernels file, same contract)."""
+    from torch2trt_lite.plugins_cuda import roi_align as mod
+
+    assert ROI_ALIGN.cuda is not None
+    cuda = dataclasses.replace(ROI_ALIGN.cuda, launch=functools.partial(mod.launch, layout=layout))
+    return dataclasses.replace(ROI_ALIGN, cuda=cuda)
+
+
+NHWC_CASES = {
+    # name: (n, c, h, w, output_size, spatial_scale, sampling_ratio, aligned, rois)
+    "c40_7x7_sr2_aligned": (2, 40, 23, 31, (7, 7), 0.5, 2, True, 30),
+    "c64_14x14_adaptive": (1, 64, 12, 15, (14, 14), 1.0, -1, False, 8),
+    "c32_3x5_sr1": (3, 32, 9, 8, (3, 5), 0.25, 1, True, 12),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", list(NHWC_CASES))
+def test_roi_align_channels_last_path_equals_the_direct_path(case: str, dtype: torch.dtype) -> None:
+    from torch2trt_lite.plugins_cuda.roi_align import use_channels_last
+
+    n, c, h, w, out_size, scale, sr, aligned, k = NHWC_CASES[case]
+    g = torch.Generator().manual_seed(zlib.crc32(case.encode()))
+    x = torch.randn(n, c, h, w, generator=g).to(dtype)
+    rois = _rois(n, h, w, scale, k, g).to(dtype)
+    attrs = {"output_size": out_size, "spatial_scale": scale, "sampling_ratio": sr, "aligned": aligned}
+    info = ROI_ALIGN.launch_info(
+        ROI_ALIGN.resolve_attrs(attrs), [tuple(x.shape), tuple(rois.shape)], [dtype, dtype]
+    )
+    assert use_channels_last(info), "the case should take the channels-last path"
+    assert ROI_ALIGN.cuda is not None and ROI_ALIGN.cuda.workspace_bytes(info) == x.numel() * x.element_size()
+    nhwc = _both_orders(ROI_ALIGN, [x, rois], attrs, 900)
+    nchw = _both_orders(_roi_align_forced("nchw"), [x, rois], attrs, 900)
+    assert torch.equal(nhwc.flatten().view(torch.uint8), nchw.flatten().view(torch.uint8)), (
+        f"paths differ by {(nhwc.float() - nchw.float()).abs().max().item():.3g}"
+    )
+    want = ROI_ALIGN.reference(x.float(), rois.float(), **attrs)
+    assert rel_err(nhwc, want) <= TOL[dtype], f"relative error {rel_err(nhwc, want):.3g}"
+
+
+def test_roi_align_direct_path_for_few_boxes_or_few_channels() -> None:
+    from torch2trt_lite.plugins_cuda.roi_align import use_channels_last
+
+    attrs = ROI_ALIGN.resolve_attrs({"output_size": (7, 7), "sampling_ratio": 2})
+    f32 = [torch.float32, torch.float32]
+    assert not use_channels_last(
+        ROI_ALIGN.launch_info(attrs, [(2, 256, 200, 304), (10, 5)], f32)
+    )  # few boxes
+    assert not use_channels_last(
+        ROI_ALIGN.launch_info(attrs, [(2, 16, 20, 30), (1000, 5)], f32)
+    )  # few channels
+    assert use_channels_last(ROI_ALIGN.launch_info(attrs, [(2, 256, 200, 304), (1000, 5)], f32))
+    big = ROI_ALIGN.resolve_attrs({"output_size": (28, 28), "sampling_ratio": 2})
+    assert not use_channels_last(
+        ROI_ALIGN.launch_info(big, [(2, 256, 20, 30), (1000, 5)], f32)
+    )  # too many bins
+    with pytest.raises(PluginError, match="channels-last kernel needs"):
+        emulate_plugin(
+            _roi_align_forced("nhwc"),
+            [torch.randn(1, 8, 5, 5), torch.tensor([[0, 0, 0, 4, 4.0]])],
+            {"output_size": (2, 2)},
+        )

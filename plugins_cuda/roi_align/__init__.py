@@ -16,7 +16,7 @@ try:
 except ImportError:  # NOTE: the plugin itself (sim reference, kernel) works without torchvision
     torchvision = None
 
-from torch2trt_lite.errors import ConversionError
+from torch2trt_lite.errors import ConversionError, PluginError
 from torch2trt_lite.plugins.api import (
     F32,
     I32,
@@ -30,6 +30,7 @@ from torch2trt_lite.plugins.api import (
     PluginCall,
     PluginDef,
     Shapes,
+    Workspace,
     add_plugin,
     bind_call,
     bool_attr,
@@ -42,6 +43,10 @@ from torch2trt_lite.plugins.api import (
 
 KERNEL = Path(__file__).with_name("kernel.cu")
 THREADS = 256
+ENTRY_POINTS = (
+    "roi_align_fp32", "roi_align_fp16", "roi_align_nchw_to_nhwc_fp32", "roi_align_nchw_to_nhwc_fp16",
+    "roi_align_nhwc_fp32", "roi_align_nhwc_fp16",
+)
 _MAX_BLOCKS = 1 << 16  # grid-stride loop beyond this
 
 
@@ -133,19 +138,70 @@ def validate(ins: Shapes, a: Attrs) -> str | None:
     return None
 
 
-def launch(info: LaunchInfo) -> Launch:
-    _, c, h, w = info.inputs["input"]
+NHWC_CHANNELS = 32  # kNhwcChannels in kernel.cu
+NHWC_MAX_BINS = 196  # kNhwcMaxBins in kernel.cu
+
+
+def _nhwc_possible(info: LaunchInfo) -> bool:
+    c = info.inputs["input"][1]
+    ph, pw = info.attrs.output_size
+    return c >= NHWC_CHANNELS and ph * pw <= NHWC_MAX_BINS
+
+
+def use_channels_last(info: LaunchInfo) -> bool:
+    """The channels-last path pays when the taps per channel outnumber the input pixels it transposes.
+
+    Per channel, the direct kernel makes K * bins * samples * 4 gathered loads (several cache lines
+    per warp load); the channels-last one reads and writes the N * H * W pixels once (coalesced) and
+    then makes one cache line per 32 lanes per tap. Adaptive sampling counts depend on the boxes, so
+    they are taken as 1 sample per bin here (the rule then under-counts taps).
+    """
+    if not _nhwc_possible(info):
+        return False
+    n, _, h, w = info.inputs["input"]
+    k = info.inputs["rois"][0]
+    ph, pw = info.attrs.output_size
+    sr = max(info.attrs.sampling_ratio, 1)
+    return bool(k * ph * pw * sr * sr * 4 >= n * h * w)
+
+
+def workspace(info: LaunchInfo) -> int:
+    """The channels-last copy of the input whenever that path may run (so that any shape within a
+    dynamic range has it: TensorRT asks for the workspace at the largest shapes)."""
+    if not _nhwc_possible(info):
+        return 0
+    n, c, h, w = info.inputs["input"]
+    return n * c * h * w * (2 if info.dtype == torch.float16 else 4)
+
+
+def launch(info: LaunchInfo, layout: str = "auto") -> list[Launch]:
+    """Launches for ``info``; ``layout`` "nchw" / "nhwc" forces a path (tests and benchmarks)."""
+    n, c, h, w = info.inputs["input"]
     k = info.inputs["rois"][0]
     a = info.attrs
-    total = k * c * a.output_size[0] * a.output_size[1]
-    blocks = min(cdiv(total, THREADS), _MAX_BLOCKS)
+    ph, pw = a.output_size
     dt = "fp16" if info.dtype == torch.float16 else "fp32"
-    args = (
-        In("input"), In("rois"), Out(0), I32(k), I32(c), I32(h), I32(w),
-        I32(a.output_size[0]), I32(a.output_size[1]), F32(a.spatial_scale), I32(a.sampling_ratio),
-        I32(1 if a.aligned else 0),
-    )
-    return Launch(f"roi_align_{dt}", (blocks, 1, 1), THREADS, args)
+    box = (F32(a.spatial_scale), I32(a.sampling_ratio), I32(1 if a.aligned else 0))
+    nhwc = use_channels_last(info) if layout == "auto" else layout == "nhwc"
+    if nhwc:
+        if not _nhwc_possible(info):
+            raise PluginError(
+                f"roi_align: the channels-last kernel needs >= {NHWC_CHANNELS} channels and at most "
+                f"{NHWC_MAX_BINS} bins, got C={c}, output_size={a.output_size}"
+            )
+        if n > 65535 or cdiv(c, 32) > 65535:
+            raise PluginError(f"roi_align: batch {n} or channels {c} exceed CUDA's grid limit")
+        chunks = cdiv(c, NHWC_CHANNELS)
+        return [
+            Launch(f"roi_align_nchw_to_nhwc_{dt}", (cdiv(h * w, 32), cdiv(c, 32), n), (32, 8, 1),
+                   (In("input"), Workspace(), I32(c), I32(h * w))),
+            Launch(f"roi_align_nhwc_{dt}", (k, chunks, 1), THREADS,
+                   (Workspace(), In("rois"), Out(0), I32(c), I32(h), I32(w), I32(ph), I32(pw), *box)),
+        ]
+    total = k * c * ph * pw
+    blocks = min(cdiv(total, THREADS), _MAX_BLOCKS)
+    args = (In("input"), In("rois"), Out(0), I32(k), I32(c), I32(h), I32(w), I32(ph), I32(pw), *box)
+    return [Launch(f"roi_align_{dt}", (blocks, 1, 1), THREADS, args)]
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -232,7 +288,11 @@ PLUGIN = declare_plugin(
     # NOTE: no FMA contraction: sample coordinates then round like the fp32 reference (seen on an H200:
     # with contraction, 1.5e-5 relative error on large feature maps, above the 1e-5 bound).
     cuda=CudaKernel(
-        path=KERNEL, entry_points=("roi_align_fp32", "roi_align_fp16"), launch=launch, options=("--fmad=false",)
+        path=KERNEL,
+        entry_points=ENTRY_POINTS,
+        launch=launch,
+        workspace=workspace,
+        options=("--fmad=false",),
     ),
     targets=(torchvision.ops.roi_align, torchvision.ops.RoIAlign) if torchvision is not None else (),
     bind=bind,
@@ -240,4 +300,6 @@ PLUGIN = declare_plugin(
     doc="RoIAlign (torchvision.ops.roi_align).",
 )
 
-__all__ = ["KERNEL", "PLUGIN", "launch", "reference", "rois_from_boxes", "shape", "validate"]
+__all__ = [
+    "KERNEL", "PLUGIN", "launch", "reference", "rois_from_boxes", "shape", "use_channels_last", "validate", "workspace",
+]
