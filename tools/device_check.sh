@@ -47,12 +47,12 @@ timeout 150 "$PY" -m pytest tests/test_conformance.py tests/sim tests/test_modul
 tail -25 "$OUT/sim-cuda-tests.log"
 
 step "gpu tests"
-timeout 120 "$PY" -m pytest -m gpu tests/test_plugins_gpu.py -q -rs -s -p no:cacheprovider --tb=short 2>&1 \
+timeout 180 "$PY" -m pytest -m gpu tests/test_plugins_gpu.py -q -rs -s -p no:cacheprovider --tb=short 2>&1 \
   | tee "$OUT/gpu-tests.log" | tail -30
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 step "benchmark"
-timeout 120 "$PY" benchmarks/plugins_bench.py --out "$OUT/plugins_bench.json" --repeats "$REPEATS" 2>&1 \
+timeout 240 "$PY" benchmarks/plugins_bench.py --out "$OUT/plugins_bench.json" --repeats "$REPEATS" 2>&1 \
   | tee "$OUT/plugins_bench.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
