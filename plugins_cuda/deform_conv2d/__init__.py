@@ -153,7 +153,9 @@ def validate(ins: Shapes, a: Attrs) -> str | None:
 GEMM_BM = GEMM_BN = 128  # the gemm kernels' block tile (output channels x output pixels)
 GEMM_BK = {torch.float32: 16, torch.float16: 32}  # channels per reduction chunk
 SMALL_COUT_G = 16  # C_out / groups up to this: the direct m16 kernel (depthwise, thin groups)
-TARGET_BLOCKS = 264  # ~2 blocks per SM on a 132-SM H100/H200; below 132 tiles, split-K fills the GPU
+SPLIT_BELOW = 132  # output tiles: fewer than one per SM of an H100/H200 -> split-K
+# blocks to aim for when splitting: the fp32 gemm runs 1 block per SM (~240 registers), fp16 2
+TARGET_BLOCKS = {torch.float32: 132, torch.float16: 264}
 MAX_SPLITS = 8
 _ALIGN = 256
 
@@ -190,8 +192,8 @@ def _plan(info: LaunchInfo) -> dict[str, int]:
     tiles = cdiv(d["ho"] * d["wo"], GEMM_BN) * mtiles * d["n"] * d["groups"]
     chunks = d["kh"] * d["kw"] * cdiv(d["cin_g"], GEMM_BK[info.dtype])  # about: og boundaries add a few
     splits = 1
-    if tiles < TARGET_BLOCKS // 2:  # NOTE: fewer tiles than SMs: split the reduction, >= 4 chunks each
-        splits = max(1, min(cdiv(TARGET_BLOCKS, tiles), chunks // 4, MAX_SPLITS))
+    if tiles < SPLIT_BELOW:  # NOTE: fewer tiles than SMs: split the reduction, >= 4 chunks per split
+        splits = max(1, min(cdiv(TARGET_BLOCKS[info.dtype], tiles), chunks // 4, MAX_SPLITS))
     wt_bytes = d["groups"] * d["kh"] * d["kw"] * d["cin_g"] * mtiles * GEMM_BM * esize
     part_offset = cdiv(wt_bytes, _ALIGN) * _ALIGN
     part_bytes = splits * d["n"] * d["cout"] * d["ho"] * d["wo"] * 4 if splits > 1 else 0

@@ -16,9 +16,16 @@
 //   chunk, every thread samples one output pixel for BK/2 channels: the pixel's 4 bilinear corner
 //   indices and weights (mask folded in, zero for a corner outside the image, all zero for a
 //   sample outside (-1, H) x (-1, W)) are computed once per (tap, offset group) and kept in 8
-//   registers, so a sample costs 4 gathered loads and 4 FMAs. Shared memory is double-buffered
-//   (As[2][BK][128+pad] k-major, Bs[2][BK][128+pad]): while the warps multiply chunk q they fill
-//   chunk q+1 into the other buffer, one __syncthreads per chunk. ~34 KiB static shared memory.
+//   registers, so a sample costs 4 gathered loads and 4 FMAs (a corner outside the image reads
+//   index 0 with weight 0, so no branch; NOTE: an inf/NaN input element at index 0 of a plane
+//   would leak into such samples). Shared memory is double-buffered (As[2][BK][128+pad] k-major,
+//   Bs[2][BK][128+pad]; pads of 16 bytes against bank conflicts), one __syncthreads per chunk:
+//   a chunk is first loaded into registers (weight vectors, the 4 raw corners of each sample),
+//   then blended and stored into the buffer the warps are not multiplying. fp32 ("pipelined")
+//   stores after multiplying the current chunk, so its gathers are in flight during the MMAs
+//   (~240 registers, 1 block of 8 warps per SM); fp16 stores before (its 64 raw corners would
+//   not fit), at <= 128 registers for 2 blocks per SM, which overlap each other's gathers.
+//   ~34 KiB static shared memory per block; the epilogue reuses it as a per-warp 16x16 scratch.
 //   Main loop per arch / dtype (same launch geometry and shared layout for all branches):
 //     fp16, sm_70+: wmma m16n16k16 (half x half, fp32 accumulators); each warp a 64x32 tile
 //       (4x2 fragments). col and W are rounded to half once (the inputs already are half).
@@ -251,6 +258,7 @@ using namespace nvcuda;
 
 // fp16: wmma m16n16k16, half operands, fp32 accumulators.
 struct MmaHalf {
+  static constexpr bool PIPELINED = false;  // 64 raw corners per thread would cost 2 blocks/SM
   static constexpr int BK = Cfg<__half>::BK;
   static constexpr int LDA = GBM + Cfg<__half>::PAD;
   static constexpr int LDB = GBN + Cfg<__half>::PAD;
@@ -300,6 +308,7 @@ struct MmaHalf {
 #if __CUDA_ARCH__ >= 800
 // fp32 on sm_80+: 3xTF32 with wmma m16n16k8.
 struct MmaTf32x3 {
+  static constexpr bool PIPELINED = true;
   static constexpr int BK = Cfg<float>::BK;
   static constexpr int LDA = GBM + Cfg<float>::PAD;
   static constexpr int LDB = GBN + Cfg<float>::PAD;
@@ -369,6 +378,7 @@ struct MmaTf32x3 {
 // {ty*4 + r, 64 + ty*4 + r} and columns {tx*4 + c, 64 + tx*4 + c} (float4 shared reads, no bank
 // conflicts: a warp reads 2 distinct A vectors and 16 contiguous B vectors).
 struct SimtF32 {
+  static constexpr bool PIPELINED = true;
   static constexpr int BK = Cfg<float>::BK;
   static constexpr int LDA = GBM + Cfg<float>::PAD;
   static constexpr int LDB = GBN + Cfg<float>::PAD;
@@ -477,7 +487,11 @@ __device__ __forceinline__ void gemm_impl(
   Geo geo = geometry<T>(off_n, mask_n, 0, P, gp_s, false, H, W, 0.f, 0.f);
   long long geo_ch = -1;
 
-  auto fill = [&](int buf) {
+  // A chunk is staged in registers (load: weight vectors and the 4 raw corners of each sample)
+  // and then written to shared memory (store: bilinear blend, rounding to the tile type).
+  V areg[AVECS / GTHREADS];
+  T raw[ROWS_PER_THREAD][4];
+  auto load = [&]() {
     // Weight tile: BK rows (channels) of 128 contiguous output channels, 16-byte vectors.
     const T* __restrict__ wsrc = wt_g + ((long long)tap * cin_g + ci) * cout_gp;
 #pragma unroll
@@ -485,13 +499,11 @@ __device__ __forceinline__ void gemm_impl(
       const int e = e0 + tid;
       const int row = e / (GBM / VEC);
       const int col = (e - row * (GBM / VEC)) * VEC;
-      V v;
       if (row < len) {
-        v = *reinterpret_cast<const V*>(wsrc + (long long)row * cout_gp + col);
+        areg[e0 / GTHREADS] = *reinterpret_cast<const V*>(wsrc + (long long)row * cout_gp + col);
       } else {
-        v = V{0, 0, 0, 0};
+        areg[e0 / GTHREADS] = V{0, 0, 0, 0};
       }
-      *reinterpret_cast<V*>(&As[buf][row][col]) = v;
     }
     // Column tile: this thread's pixel, rows sr, sr + 2, ... (geometry reused across channels).
     const int og = (g * cin_g + ci) / c_per_og;
@@ -506,32 +518,52 @@ __device__ __forceinline__ void gemm_impl(
 #pragma unroll
     for (int t = 0; t < ROWS_PER_THREAD; ++t) {
       const int r = sr + t * (GTHREADS / GBN);
-      float v = 0.f;
-      if (r < len) {
-        const T* __restrict__ pl = plane + (long long)r * HW;
-        v = geo.w0 * to_f(pl[geo.i0]) + geo.w1 * to_f(pl[geo.i1]) + geo.w2 * to_f(pl[geo.i2]) +
-            geo.w3 * to_f(pl[geo.i3]);
-      }
-      Bs[buf][r][sp] = from_f<T>(v);
+      const T* __restrict__ pl = plane + (long long)min(r, len - 1) * HW;  // NOTE: rows >= len are zeroed
+      raw[t][0] = pl[geo.i0];
+      raw[t][1] = pl[geo.i1];
+      raw[t][2] = pl[geo.i2];
+      raw[t][3] = pl[geo.i3];
+    }
+  };
+  auto store = [&](int buf) {
+#pragma unroll
+    for (int e0 = 0; e0 < AVECS; e0 += GTHREADS) {
+      const int e = e0 + tid;
+      const int row = e / (GBM / VEC);
+      const int col = (e - row * (GBM / VEC)) * VEC;
+      *reinterpret_cast<V*>(&As[buf][row][col]) = areg[e0 / GTHREADS];
+    }
+#pragma unroll
+    for (int t = 0; t < ROWS_PER_THREAD; ++t) {
+      const int r = sr + t * (GTHREADS / GBN);
+      float v = geo.w0 * to_f(raw[t][0]) + geo.w1 * to_f(raw[t][1]) + geo.w2 * to_f(raw[t][2]) +
+                geo.w3 * to_f(raw[t][3]);
+      Bs[buf][r][sp] = from_f<T>(r < len ? v : 0.f);
     }
   };
 
   Mma mma;
   mma.init();
-  if (qb < qe) fill(0);
+  if (qb < qe) {
+    load();
+    store(0);
+  }
   __syncthreads();
   for (int q = qb; q < qe; ++q) {
     const int buf = (q - qb) & 1;
-    if (q + 1 < qe) {
+    const bool next = q + 1 < qe;
+    if (next) {
       ci += len;
       if (ci >= cin_g) {
         ci = 0;
         ++tap;
       }
       len = chunk_len(ci, cin_g, g, c_per_og, BK);
-      fill(buf ^ 1);
+      load();
+      if (!Mma::PIPELINED) store(buf ^ 1);
     }
     mma.compute(As[buf], Bs[buf], tid);
+    if (Mma::PIPELINED && next) store(buf ^ 1);  // NOTE: the gathers above were in flight during compute
     __syncthreads();
   }
 
@@ -607,8 +639,8 @@ T2T_DEFORM_ENTRY(deform_conv2d_fp16_m16, __half, 16, 128, 16, 2, 4)
 #define T2T_DEFORM_F32_MMA t2t_deform::SimtF32
 #endif
 
-#define T2T_DEFORM_GEMM(NAME, T, MMA)                                                                  \
-  extern "C" __global__ void __launch_bounds__(256) NAME(                                              \
+#define T2T_DEFORM_GEMM(NAME, T, MMA, MINB)                                                                \
+  extern "C" __global__ void __launch_bounds__(256, MINB) NAME(                                           \
       const T* __restrict__ input, const T* __restrict__ offset, const T* __restrict__ wt,             \
       const T* __restrict__ mask, const T* __restrict__ bias, T* __restrict__ out,                     \
       float* __restrict__ part, int Cin, int H, int W, int Cout, int kh, int kw, int Ho, int Wo,       \
@@ -619,8 +651,8 @@ T2T_DEFORM_ENTRY(deform_conv2d_fp16_m16, __half, 16, 128, 16, 2, 4)
                                   offset_groups, nsplit);                                              \
   }
 
-T2T_DEFORM_GEMM(deform_conv2d_fp32_gemm, float, T2T_DEFORM_F32_MMA)
-T2T_DEFORM_GEMM(deform_conv2d_fp16_gemm, __half, t2t_deform::MmaHalf)
+T2T_DEFORM_GEMM(deform_conv2d_fp32_gemm, float, T2T_DEFORM_F32_MMA, 1)
+T2T_DEFORM_GEMM(deform_conv2d_fp16_gemm, __half, t2t_deform::MmaHalf, 2)
 
 #define T2T_DEFORM_AUX(SUFFIX, T)                                                                      \
   extern "C" __global__ void __launch_bounds__(256) deform_conv2d_##SUFFIX##_wprep(                    \
