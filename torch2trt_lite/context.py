@@ -18,6 +18,25 @@ _TORCH_TO_NP = {
 }
 
 
+def arg_tensors(args: Any, kwargs: Any) -> list[torch.Tensor] | None:
+    """The tensors among a call's arguments, as pytree would find them, for plain lists, tuples and
+    dicts (nearly every call); None when a container needs pytree (a namedtuple, a registered type)."""
+    out = []
+    todo: list[Any] = [args, kwargs] if kwargs else [args]
+    while todo:
+        c = todo.pop()
+        for x in c.values() if type(c) is dict else c:
+            if isinstance(x, torch.Tensor):
+                out.append(x)
+                continue
+            tx = type(x)
+            if tx is tuple or tx is list or tx is dict:
+                todo.append(x)
+            elif tx is not torch.Size and (tx in SUPPORTED_NODES or isinstance(x, (tuple, list, dict))):
+                return None  # NOTE: torch.Size is a pytree leaf (and holds ints)
+    return out
+
+
 class _Lazy:
     """A network tensor created on first use (e.g. an unfolded conv output after BN folding)."""
 
@@ -58,19 +77,10 @@ class ConversionContext:
     def versions(self, args: Any, kwargs: Any) -> list[tuple[torch.Tensor, int]]:
         """(tensor, version) of the traced tensors among a call's arguments."""
         m = self._map
-        out = []
-        # NOTE: a fast path for flat arguments (nearly every call); nested ones go through pytree.
-        for t in (*args, *kwargs.values()) if kwargs else args:
-            if isinstance(t, torch.Tensor):
-                if t in m:
-                    out.append((t, t._version))
-            elif isinstance(t, (list, tuple, dict)):
-                break
-        else:
-            return out
-        return [
-            (t, t._version) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t in m
-        ]
+        ts = arg_tensors(args, kwargs)
+        if ts is None:
+            ts = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        return [(t, t._version) for t in ts if t in m]
 
     def refresh_versions(self, before: list[tuple[torch.Tensor, int]]) -> None:
         """After an in-place call: accept the new versions of its own arguments (and only theirs)."""

@@ -35,6 +35,7 @@ from torch._C import (
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
+from .context import arg_tensors
 from .errors import ConversionError, InternalError, Torch2TRTError, UnsupportedOperatorError
 from .registry import REGISTRY, Call, ConverterRecord, Registry, _load_builtin_converters
 
@@ -178,18 +179,15 @@ class Tracer:
     # ------------------------------------------------------------------------- helpers
     def touches_traced(self, args: Any, kwargs: Any) -> bool:
         is_traced = self._traced_ids
-        # NOTE: a fast path for flat arguments (nearly every call); nested ones go through pytree.
-        nested = False
+        # NOTE: a fast path for flat arguments (nearly every call) and plain lists/tuples/dicts.
         for x in (*args, *kwargs.values()) if kwargs else args:
-            if isinstance(x, torch.Tensor):
-                if is_traced(x):
-                    return True
-            elif isinstance(x, (list, tuple, dict)):
-                nested = True
-        if not nested:
-            return False
-        leaves, _ = tree_flatten((args, kwargs))
-        return any(isinstance(x, torch.Tensor) and is_traced(x) for x in leaves)
+            if isinstance(x, torch.Tensor) and is_traced(x):
+                return True
+        ts = arg_tensors(args, kwargs)
+        if ts is None:
+            leaves, _ = tree_flatten((args, kwargs))
+            return any(isinstance(x, torch.Tensor) and is_traced(x) for x in leaves)
+        return any(is_traced(t) for t in ts)
 
     @property
     def module_path(self) -> str:

@@ -444,6 +444,37 @@ def _attr_property(name: str) -> property:
 
 _ALL_ATTRS: dict[type, dict[str, Any]] = {}  # class -> merged ``_attrs`` of its MRO
 
+# Shape inference memo (one per network, INetworkDefinition._probe_memo): layers of one class with the
+# same settings on inputs of the same dtypes, shapes and strides, where no value is read (meta probes),
+# give the same output shapes, strides and dtypes, so the probe runs once per distinct configuration
+# (transformer blocks repeat a dozen times; the meta kernels of some ops are slow). ``_check`` still
+# runs for every layer. Not memoized: layers reading shape values, data-dependent output sizes,
+# settings that cannot be keyed (see _key_of), classes with extra state or their own _call (plugins,
+# control flow, casts with dynamic ranges).
+_MEMOIZABLE: dict[type, bool] = {}
+_NO_KEY = object()
+_PLAIN_TYPES = (type(None), bool, int, float, str)
+
+
+def _is_meta(p: Any) -> bool:
+    return isinstance(p, torch.Tensor) and p.device.type == "meta"
+
+
+def _key_of(v: Any) -> Any:
+    """A hashable key of a layer setting: plain values, enum members, tuples and lists of them, and
+    Weights by dtype and shape (their values never change an output's shape); else _NO_KEY."""
+    t = type(v)
+    if t in _PLAIN_TYPES:
+        return (t, v)
+    if isinstance(v, _TrtEnum):
+        return (t, int(v))
+    if isinstance(v, (tuple, list)):
+        items = tuple(_key_of(x) for x in v)
+        return _NO_KEY if any(x is _NO_KEY for x in items) else (t, items)
+    if isinstance(v, Weights):
+        return (Weights, v._dtype, tuple(v._t.shape))
+    return _NO_KEY
+
 
 class ILayer:
     _layer_type: ClassVar[str] = ""
@@ -554,10 +585,20 @@ class ILayer:
         infos = self._input_infos()
         self._check(infos)
         nprobe = max((len(i.probes) for i in infos if i is not None), default=1)
-        if self._dds:
+        dds = self._dds
+        if dds:
             nprobe = 2
+        net = self._network_ref() if "_network_ref" in self.__dict__ else None
+        memo = net._probe_memo if net is not None and not dds else None
+        key = self._probe_key(infos, nprobe) if memo is not None else None
+        specs = memo.get(key) if key is not None else None
         results: list[list[torch.Tensor]] = []
-        for k in range(nprobe):
+        if specs is not None:
+            results = [
+                [torch.empty_strided(shape, stride, dtype=dt, device="meta") for shape, stride, dt in probe]
+                for probe in specs
+            ]
+        for k in range(len(results), nprobe):
             rt = RunContext("meta", probe=True)
             rt.probe_index = k
             args = [self._probe_arg(i, idx, k) for idx, i in enumerate(infos)]
@@ -567,6 +608,8 @@ class ILayer:
                 raise
             except (RuntimeError, ValueError, IndexError, TypeError, NotImplementedError) as e:
                 raise self._fail(f"invalid configuration: {e}") from None
+        if key is not None and specs is None and all(o.device.type == "meta" for r in results for o in r):
+            memo[key] = tuple(tuple((tuple(o.shape), o.stride(), o.dtype) for o in r) for r in results)
         in_dtypes = [i.dtype if i is not None else None for i in infos]
         out_dtypes = self._out_dtypes(in_dtypes, results[0])
         out: list[TensorInfo] = []
@@ -587,6 +630,43 @@ class ILayer:
             dt = self._output_types[j] if j in self._output_types else out_dtypes[j]
             out.append(TensorInfo(dt, tuple(int(s) for s in shape), probes))
         return out
+
+    def _probe_key(self, infos: list[TensorInfo | None], nprobe: int) -> tuple[Any, ...] | None:
+        """Key of this layer's probe run in the network's memo, or None when it must run (see _key_of)."""
+        cls = type(self)
+        ok = _MEMOIZABLE.get(cls)
+        if ok is None:
+            ok = _MEMOIZABLE[cls] = cls._extra_state is ILayer._extra_state and cls._call is ILayer._call
+        if not ok:
+            return None
+        shape_inputs = self._shape_inputs
+        for k in range(nprobe):
+            # NOTE: _call runs value inputs as meta tensors when any input is meta: their values are
+            # then unused. A probe without any meta input computes from values: not memoized.
+            if not any(
+                i is not None and _is_meta(i.probes[min(k, len(i.probes) - 1)]) for i in infos
+            ):
+                return None
+        ins: list[Any] = []
+        for idx, info in enumerate(infos):
+            if info is None:
+                ins.append(None)
+                continue
+            if idx in shape_inputs:
+                return None
+            probes = []
+            for p in info.probes:
+                if not isinstance(p, torch.Tensor):
+                    return None
+                probes.append((p.shape, p.stride(), p.dtype))
+            ins.append((info.dtype, tuple(probes)))
+        attrs = []
+        for name, v in self._a.items():
+            kv = _key_of(v)
+            if kv is _NO_KEY:
+                return None
+            attrs.append((name, kv))
+        return (cls, nprobe, tuple(ins), tuple(attrs), tuple(sorted(self._output_types.items())))
 
     @staticmethod
     def _demote(t: torch.Tensor) -> torch.Tensor:

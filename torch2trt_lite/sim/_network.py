@@ -45,6 +45,7 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
         self._ns: Any = builder._ns
         self._refittable: set[str] = set()
         self._debug: set[int] = set()
+        self._probe_memo: dict[Any, Any] = {}  # shape inference results by layer configuration (_core)
 
     # ----------------------------------------------------------------------------- internal
     def _cls(self, name: str) -> Any:
