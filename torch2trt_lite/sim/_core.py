@@ -589,9 +589,9 @@ class ILayer:
         if dds:
             nprobe = 2
         net = self._network_ref() if "_network_ref" in self.__dict__ else None
-        memo = net._probe_memo if net is not None and not dds else None
+        memo: dict[Any, Any] | None = net._probe_memo if net is not None and not dds else None
         key = self._probe_key(infos, nprobe) if memo is not None else None
-        specs = memo.get(key) if key is not None else None
+        specs = memo.get(key) if memo is not None and key is not None else None
         results: list[list[torch.Tensor]] = []
         if specs is not None:
             results = [
@@ -608,7 +608,7 @@ class ILayer:
                 raise
             except (RuntimeError, ValueError, IndexError, TypeError, NotImplementedError) as e:
                 raise self._fail(f"invalid configuration: {e}") from None
-        if key is not None and specs is None and all(o.device.type == "meta" for r in results for o in r):
+        if memo is not None and key is not None and specs is None and all(o.device.type == "meta" for r in results for o in r):
             memo[key] = tuple(tuple((tuple(o.shape), o.stride(), o.dtype) for o in r) for r in results)
         in_dtypes = [i.dtype if i is not None else None for i in infos]
         out_dtypes = self._out_dtypes(in_dtypes, results[0])
