@@ -193,7 +193,7 @@ def _plan(info: LaunchInfo) -> dict[str, int]:
     chunks = d["kh"] * d["kw"] * cdiv(d["cin_g"], GEMM_BK[info.dtype])  # about: og boundaries add a few
     splits = 1
     if tiles < SPLIT_BELOW:  # NOTE: fewer tiles than SMs: split the reduction, >= 4 chunks per split
-        splits = max(1, min(cdiv(TARGET_BLOCKS[info.dtype], tiles), chunks // 4, MAX_SPLITS))
+        splits = max(1, min(TARGET_BLOCKS[info.dtype] // tiles, chunks // 4, MAX_SPLITS))  # whole waves
     wt_bytes = d["groups"] * d["kh"] * d["kw"] * d["cin_g"] * mtiles * GEMM_BM * esize
     part_offset = cdiv(wt_bytes, _ALIGN) * _ALIGN
     part_bytes = splits * d["n"] * d["cout"] * d["ho"] * d["wo"] * 4 if splits > 1 else 0
