@@ -469,6 +469,8 @@ def _key_of(v: Any) -> Any:
     if isinstance(v, _TrtEnum):
         return (t, int(v))
     if isinstance(v, (tuple, list)):
+        if all(type(x) is int for x in v):  # Dims and the like (the common case)
+            return (t, tuple(v))
         items = tuple(_key_of(x) for x in v)
         return _NO_KEY if any(x is _NO_KEY for x in items) else (t, items)
     if isinstance(v, Weights):
