@@ -113,6 +113,24 @@ def test_a_missing_barrier_shows_as_an_order_difference() -> None:
     assert not torch.equal(outs[0], outs[1])
 
 
+ALIGN_SRC = r"""
+extern "C" __global__ void aligned_vec(const float* x, float* out) {
+  __shared__ __align__(16) float buf[64];
+  reinterpret_cast<float4*>(buf)[threadIdx.x] = reinterpret_cast<const float4*>(x)[threadIdx.x];
+  __syncthreads();
+  const float4 v = reinterpret_cast<const float4*>(buf)[15 - threadIdx.x];
+  out[threadIdx.x] = v.x + v.y + v.z + v.w + (float)(reinterpret_cast<unsigned long long>(buf) % 16);
+}
+"""
+
+
+def test_aligned_shared_memory_and_vector_loads() -> None:
+    x = torch.randn(64)
+    out = torch.full((16,), float("nan"))
+    run(ALIGN_SRC, "aligned_vec", 1, 16, [ptr(x), ptr(out)])
+    torch.testing.assert_close(out, x.view(16, 4).sum(1).flip(0), rtol=1e-6, atol=1e-6)
+
+
 DEADLOCK_SRC = r"""
 extern "C" __global__ void half_barrier(float* out) {
   if (threadIdx.x < 16) __syncthreads();

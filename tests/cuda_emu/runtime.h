@@ -31,7 +31,7 @@
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __shared__ static thread_local
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 #define __syncthreads() t2t_emu::sync_block()
 #define __syncwarp(...) t2t_emu::sync_warp()
 
