@@ -61,8 +61,10 @@ _ALIGN = 64  # blob offsets are aligned so a loaded plan's weights are zero-copy
 
 
 class _Blobs:
+    """The weights of a plan: (offset, uint8 view) pairs at ``_ALIGN``-aligned offsets (no copies)."""
+
     def __init__(self) -> None:
-        self.parts: list[Any] = []
+        self.parts: list[tuple[int, torch.Tensor]] = []
         self.size = 0
 
     def add(self, t: torch.Tensor) -> tuple[int, int]:
@@ -70,13 +72,9 @@ class _Blobs:
         n = t.numel() * t.element_size()
         if n == 0:
             return self.size, 0
-        pad = -self.size % _ALIGN
-        if pad:
-            self.parts.append(bytes(pad))
-            self.size += pad
-        off = self.size
-        self.parts.append(t.reshape(-1).view(torch.uint8).numpy().data)
-        self.size += n
+        off = self.size + (-self.size % _ALIGN)
+        self.parts.append((off, t.reshape(-1).view(torch.uint8)))
+        self.size = off + n
         return off, n
 
 
@@ -229,20 +227,59 @@ def build(network: Any, config: Any, api_version: str, alloc: Any = bytearray) -
     # buffer's address so that the blob area starts 64-byte aligned in memory: a fresh plan then
     # loads without copying its weights (see restore_layers). The unused padding goes after the blobs.
     total = _HEAD.size + len(body) + (_ALIGN - 1) + blobs.size + _CRC.size
-    out = alloc(total)
+    out = _new_buffer(alloc, total)
     view = memoryview(out).cast("B")
     pad = -(_address(view) + _HEAD.size + len(body)) % _ALIGN
-    pos = _HEAD.size + len(body) + pad
+    start = _HEAD.size + len(body) + pad
     view[: _HEAD.size] = _HEAD.pack(MAGIC, FORMAT_VERSION, len(body) + pad)
     view[_HEAD.size : _HEAD.size + len(body)] = body
-    view[_HEAD.size + len(body) : pos] = b" " * pad
-    for p in blobs.parts:
-        n = len(p)
-        view[pos : pos + n] = p
-        pos += n
-    # the padding left after the blobs is already zero (a fresh buffer)
-    view[total - _CRC.size :] = _CRC.pack(zlib.crc32(view[: total - _CRC.size]))
+    view[_HEAD.size + len(body) : start] = b" " * pad
+    dst = torch.frombuffer(out, dtype=torch.uint8)
+    pos = start  # every byte is written (the buffer may come uninitialized): blobs, and zeros between
+    for off, t in blobs.parts:
+        a = start + off
+        if a > pos:
+            view[pos:a] = bytes(a - pos)
+        n = t.numel()
+        if n >= _BIG:
+            dst[a : a + n].copy_(t)  # NOTE: torch copies large blocks with its threads, without the GIL
+        else:
+            view[a : a + n] = t.numpy().data
+        pos = a + n
+    del dst
+    end = total - _CRC.size
+    view[pos:end] = bytes(end - pos)
+    view[end:] = _CRC.pack(zlib.crc32(view[:end]))
     return out
+
+
+_BIG = 1 << 16  # blobs copied by torch rather than by a memoryview assignment
+
+
+def _resize_prototype() -> Any:
+    try:
+        proto = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_ssize_t)
+        return proto(("PyByteArray_Resize", ctypes.pythonapi))
+    except (AttributeError, OSError):  # not CPython
+        return None
+
+
+_BYTEARRAY_RESIZE = _resize_prototype()
+
+
+def _new_buffer(alloc: Any, n: int) -> Any:
+    """An n-byte writable buffer made by ``alloc``, possibly uninitialized (write every byte).
+
+    ``bytearray(n)`` zero-fills, which on a fresh allocation means a page fault per 4 KiB before the
+    copy touches every page again; growing an empty bytearray with ``PyByteArray_Resize`` leaves the
+    pages untouched until the weights are copied in.
+    """
+    if _BYTEARRAY_RESIZE is not None and n > 0:
+        out = alloc(0)
+        if isinstance(out, bytearray) and not len(out):
+            _BYTEARRAY_RESIZE(out, n)  # raises MemoryError on failure (PYFUNCTYPE checks the error flag)
+            return out
+    return alloc(n)
 
 
 def _address(view: memoryview) -> int:
