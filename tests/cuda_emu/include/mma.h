@@ -100,19 +100,14 @@ template <int M, int N, int K, typename TA, typename LA, typename LB, typename T
 inline void mma_sync(fragment<accumulator, M, N, K, TC, void>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
                      const fragment<matrix_b, M, N, K, TA, LB>& b, const fragment<accumulator, M, N, K, TC, void>& c) {
   constexpr bool tf32 = std::is_same<TA, precision::tf32>::value;
+  float af[M * K], bf[K * N];  // NOTE: convert once (half -> float is a library call on the host)
+  for (int i = 0; i < M * K; ++i) af[i] = tf32 ? detail::tf32_truncate(detail::as_float(a.x[i])) : detail::as_float(a.x[i]);
+  for (int i = 0; i < K * N; ++i) bf[i] = tf32 ? detail::tf32_truncate(detail::as_float(b.x[i])) : detail::as_float(b.x[i]);
   TC out[M * N];
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
       float acc = detail::as_float(c.x[i * N + j]);
-      for (int k = 0; k < K; ++k) {
-        float av = detail::as_float(a.x[i * K + k]);
-        float bv = detail::as_float(b.x[k * N + j]);
-        if (tf32) {
-          av = detail::tf32_truncate(av);
-          bv = detail::tf32_truncate(bv);
-        }
-        acc += av * bv;
-      }
+      for (int k = 0; k < K; ++k) acc += af[i * K + k] * bf[k * N + j];
       out[i * N + j] = (TC)acc;
     }
   for (int i = 0; i < M * N; ++i) d.x[i] = out[i];
