@@ -16,7 +16,10 @@ How a layer works (read this before adding one):
   carrier dtype differs from the declared type, e.g. INT4/FP4).
 
 Shape inference runs each layer on probe tensors: dynamic input dims take two different probe
-sizes, and an output dim that differs between the two probes is reported as -1.
+sizes, and an output dim that differs between the two probes is reported as -1. When no input value
+is known (all meta), the result is memoized per network by the layer's class, settings and input
+dtypes/shapes/strides, so ``_run`` in probe mode must depend on nothing else (else set
+``_memo_probe = False``).
 """
 
 from __future__ import annotations
@@ -450,7 +453,7 @@ _ALL_ATTRS: dict[type, dict[str, Any]] = {}  # class -> merged ``_attrs`` of its
 # (transformer blocks repeat a dozen times; the meta kernels of some ops are slow). ``_check`` still
 # runs for every layer. Not memoized: layers reading shape values, data-dependent output sizes,
 # settings that cannot be keyed (see _key_of), classes with extra state or their own _call (plugins,
-# control flow, casts with dynamic ranges).
+# control flow, casts with dynamic ranges) and classes that set ``_memo_probe = False``.
 _MEMOIZABLE: dict[type, bool] = {}
 _NO_KEY = object()
 _PLAIN_TYPES = (type(None), bool, int, float, str)
@@ -484,6 +487,7 @@ class ILayer:
     _shape_inputs: ClassVar[tuple[int, ...]] = ()
     _num_outputs: ClassVar[int] = 1
     _max_inputs: ClassVar[int | None] = None  # for set_input; None = number of inputs given
+    _memo_probe: ClassVar[bool] = True  # probe results may be reused by equal layers (see _probe_key)
     _plan_io: tuple[list[int | None], list[int]]  # (input ids, output ids) of a restored layer
 
     def __init_subclass__(cls, **kw: Any) -> None:
@@ -638,7 +642,9 @@ class ILayer:
         cls = type(self)
         ok = _MEMOIZABLE.get(cls)
         if ok is None:
-            ok = _MEMOIZABLE[cls] = cls._extra_state is ILayer._extra_state and cls._call is ILayer._call
+            ok = _MEMOIZABLE[cls] = (
+                cls._memo_probe and cls._extra_state is ILayer._extra_state and cls._call is ILayer._call
+            )
         if not ok:
             return None
         shape_inputs = self._shape_inputs
