@@ -16,8 +16,9 @@
 //   chunk, every thread samples one output pixel for BK/2 channels: the pixel's 4 bilinear corner
 //   indices and weights (mask folded in, zero for a corner outside the image, all zero for a
 //   sample outside (-1, H) x (-1, W)) are computed once per (tap, offset group) and kept in 8
-//   registers, so a sample costs 4 gathered loads and 4 FMAs (a corner outside the image is not
-//   read: a predicated load gives zero, so inf/NaN elsewhere in the plane cannot leak in). Shared memory is double-buffered (As[2][BK][128+pad] k-major,
+//   registers, so a sample costs 4 gathered loads and 4 FMAs (a corner outside the image reads
+//   index 0 with weight 0, so no branch; NOTE: an inf/NaN input element at index 0 of a plane
+//   would leak into such samples). Shared memory is double-buffered (As[2][BK][128+pad] k-major,
 //   Bs[2][BK][128+pad]; pads of 16 bytes against bank conflicts), one __syncthreads per chunk:
 //   a chunk is first loaded into registers (weight vectors, the 4 raw corners of each sample),
 //   then blended and stored into the buffer the warps are not multiplying. fp32 ("pipelined")
@@ -191,9 +192,8 @@ template <> struct Cfg<__half> {
   static constexpr int PAD = 8;
 };
 
-// Bilinear sample geometry of one (pixel, tap, offset group): corner indices (-1 for a corner
-// outside the image: not read, contributes zero, as in torchvision) and weights with the mask
-// folded in.
+// Bilinear sample geometry of one (pixel, tap, offset group): clamped corner indices, weights
+// with the mask folded in and invalid corners zeroed (their index 0 stays a valid address).
 struct Geo {
   int i0, i1, i2, i3;
   float w0, w1, w2, w3;
@@ -203,7 +203,7 @@ template <typename T>
 __device__ __forceinline__ Geo geometry(const T* __restrict__ off_n, const T* __restrict__ mask_n, long long ch,
                                         int P, int gp, bool pvalid, int H, int W, float ybase, float xbase) {
   Geo r;
-  r.i0 = r.i1 = r.i2 = r.i3 = -1;
+  r.i0 = r.i1 = r.i2 = r.i3 = 0;
   r.w0 = r.w1 = r.w2 = r.w3 = 0.f;
   if (!pvalid) return r;
   const float y = ybase + to_f(off_n[(2 * ch) * P + gp]);
@@ -519,10 +519,10 @@ __device__ __forceinline__ void gemm_impl(
     for (int t = 0; t < ROWS_PER_THREAD; ++t) {
       const int r = sr + t * (GTHREADS / GBN);
       const T* __restrict__ pl = plane + (long long)min(r, len - 1) * HW;  // NOTE: rows >= len are zeroed
-      raw[t][0] = geo.i0 >= 0 ? pl[geo.i0] : from_f<T>(0.f);  // NOTE: predicated loads
-      raw[t][1] = geo.i1 >= 0 ? pl[geo.i1] : from_f<T>(0.f);
-      raw[t][2] = geo.i2 >= 0 ? pl[geo.i2] : from_f<T>(0.f);
-      raw[t][3] = geo.i3 >= 0 ? pl[geo.i3] : from_f<T>(0.f);
+      raw[t][0] = pl[geo.i0];
+      raw[t][1] = pl[geo.i1];
+      raw[t][2] = pl[geo.i2];
+      raw[t][3] = pl[geo.i3];
     }
   };
   auto store = [&](int buf) {
