@@ -218,6 +218,9 @@ class Tracer:
 
         @functools.wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            tracer = _ACTIVE.get()
+            if tracer is None or tracer.busy:  # NOTE: the common case (calls made by converters), inline
+                return original(*args, **kwargs)
             return _dispatch(record, original, args, kwargs)
 
         wrapper.__torch2trt_lite_original__ = original  # type: ignore[attr-defined]
