@@ -704,7 +704,7 @@ def test_nvrtc_cache_errors_and_headers(nvrtc_cache: Path) -> None:
 
 
 # ---------------------------------------------------------- 6. kernels executed on the CPU
-# NOTE: tests/test_plugins_emu.py runs every built-in kernel through the host emulator (tests/cuda_emu).
+# NOTE: tests/test_plugins_emu.py runs every built-in kernel through the host emulator (torch2trt_lite.plugins.host_emulator).
 
 
 # -------------------------------------------------------------------------------- 7. sample

@@ -1,4 +1,4 @@
-"""CUDA plugin kernels run on the CPU through the host emulator (tests/cuda_emu), against torch.
+"""CUDA plugin kernels run on the CPU through the host emulator (torch2trt_lite.plugins.host_emulator), against torch.
 
 No GPU needed: g++ compiles each kernel for the host with ``__CUDA_ARCH__`` set to 750 (Turing) and
 900 (Hopper), so both sides of an architecture branch are executed. Outputs are NaN-poisoned, so an
@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import torch
 
-from tests.cuda_emu import build, compiler, emulate_plugin
 from torch2trt_lite.errors import PluginError
 from torch2trt_lite.plugins.api import Launch
+from torch2trt_lite.plugins.host_emulator import build, compiler, emulate_plugin
 
 pytestmark = pytest.mark.skipif(
     compiler() is None, reason="the CUDA host emulator needs a C++ compiler (g++)"

@@ -177,9 +177,9 @@ print("reloaded ok")
 
 def test_roi_align_on_the_gpu_equals_the_host_emulator_bit_for_bit(nvrtc: Any) -> None:
     """The fp32 roi_align kernel is compiled without FMA contraction (--fmad=false), so the GPU and the
-    CPU emulator (tests/cuda_emu, IEEE fp32 without contraction) must agree to the bit: this checks
+    CPU emulator (torch2trt_lite.plugins.host_emulator, IEEE fp32 without contraction) must agree to the bit: this checks
     the emulator the CPU-only test suite relies on."""
-    from tests.cuda_emu import compiler, emulate_plugin
+    from torch2trt_lite.plugins.host_emulator import compiler, emulate_plugin
 
     if compiler() is None:
         pytest.skip("the CUDA host emulator needs a C++ compiler (g++)")

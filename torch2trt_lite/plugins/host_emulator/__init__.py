@@ -1,4 +1,9 @@
-"""Run CUDA plugin kernels on the CPU: a host emulator for testing kernel logic without a GPU.
+"""Run CUDA plugin kernels on the CPU: a host emulator for checking kernel logic without a GPU.
+
+    from torch2trt_lite.plugins.host_emulator import emulate_plugin
+    (out,) = emulate_plugin(MY_PLUGIN, [x], {"beta": 1.5})   # CPU tensors in, CPU tensors out
+
+Needs a C++20 compiler (``g++``, or ``$CXX``); no CUDA toolkit, no GPU.
 
 g++ compiles the kernel source as C++ with ``runtime.h`` force-included (CUDA's keywords, thread
 indices, ``__syncthreads``, warp shuffles, atomics) and stand-ins for ``<cuda_fp16.h>`` and
@@ -56,7 +61,7 @@ def _host_flags() -> list[str]:
 
 def _cache_dir() -> Path:
     env = os.environ.get("TORCH2TRT_LITE_CACHE")
-    return (Path(env) if env else Path.home() / ".cache" / "torch2trt_lite") / "cuda_emu"
+    return (Path(env) if env else Path.home() / ".cache" / "torch2trt_lite") / "host_emulator"
 
 
 def _run(cmd: list[str], stdin: str | None = None) -> str:
