@@ -256,6 +256,27 @@ struct Sink {
 
 using namespace nvcuda;
 
+// A warp's 4 x 2 wmma accumulator tiles (64 x 32 outputs) to the sink, through the warp's own
+// 16 x 16 float scratch in shared memory (the fragment layout is opaque).
+template <typename Acc, typename T>
+__device__ __forceinline__ void store_tiles(Acc (&acc)[4][2], float* __restrict__ scratch, int tid, int m0, int p0,
+                                           const Sink<T>& sink) {
+  const int warp = tid / 32, lane = tid % 32;
+  const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;
+  float* __restrict__ s = scratch + warp * 256;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      wmma::store_matrix_sync(s, acc[i][j], 16, wmma::mem_row_major);
+      __syncwarp();
+      const int r = lane / 2, c0 = (lane % 2) * 8;
+#pragma unroll
+      for (int c = 0; c < 8; ++c) sink.put(m0 + wm + i * 16 + r, p0 + wn + j * 16 + c0 + c, s[r * 16 + c0 + c]);
+      __syncwarp();
+    }
+}
+
 // fp16: wmma m16n16k16, half operands, fp32 accumulators.
 struct MmaHalf {
   static constexpr bool PIPELINED = false;  // 64 raw corners per thread would cost 2 blocks/SM
@@ -288,20 +309,7 @@ struct MmaHalf {
   }
   template <typename T>
   __device__ __forceinline__ void store(float* __restrict__ scratch, int tid, int m0, int p0, const Sink<T>& sink) {
-    const int warp = tid / 32, lane = tid % 32;
-    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;
-    float* __restrict__ s = scratch + warp * 256;
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        wmma::store_matrix_sync(s, acc[i][j], 16, wmma::mem_row_major);
-        __syncwarp();
-        const int r = lane / 2, c0 = (lane % 2) * 8;
-#pragma unroll
-        for (int c = 0; c < 8; ++c) sink.put(m0 + wm + i * 16 + r, p0 + wn + j * 16 + c0 + c, s[r * 16 + c0 + c]);
-        __syncwarp();
-      }
+    store_tiles(acc, scratch, tid, m0, p0, sink);
   }
 };
 
@@ -356,20 +364,7 @@ struct MmaTf32x3 {
   }
   template <typename T>
   __device__ __forceinline__ void store(float* __restrict__ scratch, int tid, int m0, int p0, const Sink<T>& sink) {
-    const int warp = tid / 32, lane = tid % 32;
-    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;
-    float* __restrict__ s = scratch + warp * 256;
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        wmma::store_matrix_sync(s, acc[i][j], 16, wmma::mem_row_major);
-        __syncwarp();
-        const int r = lane / 2, c0 = (lane % 2) * 8;
-#pragma unroll
-        for (int c = 0; c < 8; ++c) sink.put(m0 + wm + i * 16 + r, p0 + wn + j * 16 + c0 + c, s[r * 16 + c0 + c]);
-        __syncwarp();
-      }
+    store_tiles(acc, scratch, tid, m0, p0, sink);
   }
 };
 #endif
