@@ -685,6 +685,8 @@ def test_builtin_kernels_register_usage_and_no_spills(nvrtc_cache: Path, tmp_pat
 def test_nvrtc_cache_errors_and_headers(nvrtc_cache: Path) -> None:
     src = 'extern "C" __global__ void k(float* y) { y[threadIdx.x] = 1.f; }\n'
     first = nvrtc.compile_source(src, arch=80, filename="k.cu")
+    space = b" "  # NOTE: CPython's shared one-byte object, which NVRTC wrote a NUL into when handed
+    assert space[0] == 0x20 and first.log == ""  # the empty log's 1-byte buffer (it then broke plans)
     second = nvrtc.compile_source(src, arch=80, filename="k.cu")
     assert not first.from_cache and second.from_cache and first.image == second.image
     assert nvrtc.compile_source(src, arch=80, filename="k.cu", options=("-DX=1",)).key != first.key

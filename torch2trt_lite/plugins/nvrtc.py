@@ -218,11 +218,11 @@ def compile_source(
             raise PluginError(_compile_error_message(filename, target, source, log, incs))
         if kind == "cubin":
             size = _check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-            buf = b" " * int(size)
+            buf = bytearray(int(size))
             _check(nvrtc.nvrtcGetCUBIN(prog, buf), "nvrtcGetCUBIN")
         else:
             size = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
-            buf = b" " * int(size)
+            buf = bytearray(int(size))
             _check(nvrtc.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
@@ -238,7 +238,10 @@ def compile_source(
 
 def _program_log(nvrtc: Any, prog: Any) -> str:
     size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-    buf = b" " * int(size)
+    # NOTE: NVRTC writes into the buffer: it must be a bytearray. (NVIDIA's samples pass b" " * size,
+    # and for an empty log, size 1, that is CPython's shared one-byte b" ", which NVRTC then turns
+    # into b"\0" for the whole process.)
+    buf = bytearray(int(size))
     _check(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
     return buf.rstrip(b"\0 ").decode(errors="replace")
 
