@@ -321,6 +321,8 @@ def test_roi_align_kernel(case: str, dtype: torch.dtype, arch: int) -> None:
     assert rel_err(got, want) <= TOL[dtype], f"relative error {rel_err(got, want):.3g}"
     tv = torchvision.ops.roi_align(x.to(dtype).float(), rois.to(dtype).float(), **attrs)
     assert rel_err(got, tv) <= TOL[dtype], f"vs torchvision: relative error {rel_err(got, tv):.3g}"
+    if dtype == torch.float32:  # NOTE: same operations in the same order as torchvision's CPU kernel
+        assert torch.equal(got, tv), f"not bit-identical to torchvision: {rel_err(got, tv):.3g}"
 
 
 # ------------------------------------------------------- the cases the GPU checks use, on the CPU
