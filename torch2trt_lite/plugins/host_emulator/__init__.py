@@ -44,9 +44,26 @@ _GLOBAL = re.compile(r"\bT2T_EMU_GLOBAL\s+void\s+(\w+)\s*\(")
 _LOADED: dict[str, EmuModule] = {}
 
 
+_PROBE = "#include <ucontext.h>\n#include <barrier>\n_Float16 h = (_Float16)1.5f;\nint main() { return (int)(float)h; }\n"
+_COMPILER: list[str | None] = []
+
+
 def compiler() -> str | None:
-    """The C++ compiler the emulator uses ($CXX or g++), None when there is none."""
-    return shutil.which(os.environ.get("CXX", "g++"))
+    """The C++ compiler the emulator uses ($CXX or g++), None when there is none or it lacks what
+    the emulator needs (C++20, ``_Float16``, ``<ucontext.h>``)."""
+    if not _COMPILER:
+        cxx = shutil.which(os.environ.get("CXX", "g++"))
+        if cxx is not None:
+            res = subprocess.run(
+                [cxx, "-std=c++20", "-fsyntax-only", "-x", "c++", "-"],
+                input=_PROBE,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            cxx = cxx if res.returncode == 0 else None
+        _COMPILER.append(cxx)
+    return _COMPILER[0]
 
 
 def _host_flags() -> list[str]:
@@ -139,7 +156,9 @@ def build(source: str, *, filename: str, entry_points: Sequence[str], arch: int 
     """Compile ``source`` (CUDA) for the host with ``__CUDA_ARCH__`` = ``arch`` (cached on disk)."""
     cxx = compiler()
     if cxx is None:
-        raise PluginError("CUDA emulator: no C++ compiler (set $CXX or install g++)")
+        raise PluginError(
+            "CUDA emulator: no usable C++ compiler (set $CXX or install g++ 12 or newer: C++20 and _Float16)"
+        )
     runtime = "".join((HERE / f).read_text() for f in _RUNTIME_FILES)
     host = _host_flags()
     key = hashlib.sha256(
