@@ -422,3 +422,19 @@ def test_roi_align_direct_path_for_few_boxes_or_few_channels() -> None:
             [torch.randn(1, 8, 5, 5), torch.tensor([[0, 0, 0, 4, 4.0]])],
             {"output_size": (2, 2)},
         )
+
+
+MACRO_SRC = r"""
+extern "C" __global__ void KERNEL_NAME(float* out) { out[threadIdx.x] = SCALE * threadIdx.x; }
+"""
+
+
+def test_nvrtc_macro_options_reach_the_host_compiler() -> None:
+    from torch2trt_lite.plugins.host_emulator import host_options
+
+    opts = ("--fmad=false", "-DSCALE=2.5f", "--define-macro=KERNEL_NAME=scaled", "-lineinfo", "-I", "/x")
+    assert host_options(opts) == ["-DSCALE=2.5f", "-DKERNEL_NAME=scaled", "-I/x"]
+    out = torch.full((8,), float("nan"))
+    mod = build(MACRO_SRC, filename="macro.cu", entry_points=("scaled",), options=opts[:3])
+    mod.launch(Launch("scaled", 1, 8, []), [ptr(out)])
+    torch.testing.assert_close(out, torch.arange(8.0) * 2.5, rtol=0, atol=0)

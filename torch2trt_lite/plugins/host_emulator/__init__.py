@@ -152,15 +152,36 @@ class EmuModule:
             raise PluginError(f"CUDA emulator: kernel '{launch.kernel}': {err.value.decode()}")
 
 
-def build(source: str, *, filename: str, entry_points: Sequence[str], arch: int = 900) -> EmuModule:
-    """Compile ``source`` (CUDA) for the host with ``__CUDA_ARCH__`` = ``arch`` (cached on disk)."""
+def host_options(options: Sequence[str]) -> list[str]:
+    """The NVRTC options that mean something on the host: macro definitions and include paths
+    (``-DX=1``, ``--define-macro=X``, ``-I dir``, ``--include-path=dir``). The rest (architecture,
+    ``--fmad``, ``-lineinfo``, ``--use_fast_math``...) is ignored: the host computes IEEE fp32 without
+    contraction."""
+    out: list[str] = []
+    it = iter(options)
+    for o in it:
+        for short, long_ in (("-D", "--define-macro"), ("-I", "--include-path")):
+            if o in (short, long_):
+                out.append(short + next(it, ""))
+            elif o.startswith(long_ + "="):
+                out.append(short + o[len(long_) + 1 :])
+            elif o.startswith(short) and len(o) > 2:
+                out.append(o)
+    return out
+
+
+def build(
+    source: str, *, filename: str, entry_points: Sequence[str], arch: int = 900, options: Sequence[str] = ()
+) -> EmuModule:
+    """Compile ``source`` (CUDA) for the host with ``__CUDA_ARCH__`` = ``arch`` (cached on disk).
+    ``options``: the plugin's NVRTC options (see :func:`host_options` for what is kept)."""
     cxx = compiler()
     if cxx is None:
         raise PluginError(
             "CUDA emulator: no usable C++ compiler (set $CXX or install g++ 12 or newer: C++20 and _Float16)"
         )
     runtime = "".join((HERE / f).read_text() for f in _RUNTIME_FILES)
-    host = _host_flags()
+    host = _host_flags() + host_options(options)
     key = hashlib.sha256(
         "\0".join([source, filename, str(arch), ",".join(entry_points), runtime, cxx, *host]).encode()
     ).hexdigest()[:24]
@@ -176,7 +197,7 @@ def build(source: str, *, filename: str, entry_points: Sequence[str], arch: int 
             "-I",
             str(HERE / "include"),
         ]
-        scanned = _run([cxx, "-E", "-P", "-DT2T_EMU_SCAN", *flags, "-x", "c++", "-"], stdin=source)
+        scanned = _run([cxx, "-E", "-P", "-DT2T_EMU_SCAN", *host, *flags, "-x", "c++", "-"], stdin=source)
         wrappers = []
         for name in entry_points:
             m = next((m for m in _GLOBAL.finditer(scanned) if m.group(1) == name), None)
@@ -260,7 +281,9 @@ def emulate_plugin(
     ws_bytes = pdef.cuda.workspace_bytes(info)
     ws = torch.full((ws_bytes,), 0x5A, dtype=torch.uint8) if ws_bytes else None
     source, filename = pdef.cuda.text()
-    mod = build(source, filename=filename, entry_points=pdef.cuda.entry_points, arch=arch)
+    mod = build(
+        source, filename=filename, entry_points=pdef.cuda.entry_points, arch=arch, options=pdef.cuda.options
+    )
     for lc in pdef.cuda.launches(info):
         if 0 in lc.grid:
             continue
