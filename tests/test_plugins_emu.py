@@ -226,6 +226,15 @@ def test_wmma_half_and_3xtf32() -> None:
     torch.testing.assert_close(c, a8 @ b8, rtol=1e-5, atol=1e-5)  # 3xTF32 keeps fp32 accuracy
 
 
+def test_wmma_on_a_misaligned_pointer_is_an_error() -> None:
+    """The device needs 256-bit aligned wmma pointers (undefined behaviour otherwise)."""
+    buf = torch.zeros(16 * 16 + 16, dtype=torch.float16)
+    c = torch.zeros(16, 16)
+    misaligned = ctypes.c_void_p(buf.data_ptr() + 16)  # NOTE: 16-byte aligned only
+    with pytest.raises(PluginError, match="load_matrix_sync: pointer not 256-bit aligned"):
+        run(WMMA_SRC, "mm_half", 1, 32, [misaligned, ptr(buf), ptr(c)])
+
+
 def test_compile_errors_quote_the_kernel_file() -> None:
     with pytest.raises(PluginError, match=r"broken\.cu:2"):
         build(

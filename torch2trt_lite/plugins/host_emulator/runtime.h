@@ -72,6 +72,8 @@ void sync_warp();
 // Warp exchange: every lane publishes a 64-bit value, then reads lane `src`'s value.
 unsigned long long warp_exchange(unsigned long long mine, int src);
 int lane_id();
+// Records a device-side error (the first one wins); the launch then fails with this message.
+void report_error(const char* msg);
 }  // namespace t2t_emu
 
 // ---------------------------------------------------------------------------------- math builtins

@@ -70,10 +70,24 @@ inline bool is_col(fragment<Use, M, N, K, T, col_major>*) {
 }
 }  // namespace detail
 
+// The device requires 256-bit aligned matrix pointers and a leading dimension that is a multiple
+// of 16 bytes; anything else is undefined behaviour there, so it is an error here.
+template <typename E>
+inline void check_matrix_pointer(const E* p, unsigned ldm, const char* what) {
+  if (reinterpret_cast<unsigned long long>(p) % 32 != 0) {
+    t2t_emu::report_error(what[0] == 'l' ? "wmma::load_matrix_sync: pointer not 256-bit aligned"
+                                         : "wmma::store_matrix_sync: pointer not 256-bit aligned");
+  } else if ((ldm * sizeof(E)) % 16 != 0) {
+    t2t_emu::report_error(what[0] == 'l' ? "wmma::load_matrix_sync: ldm is not a multiple of 16 bytes"
+                                         : "wmma::store_matrix_sync: ldm is not a multiple of 16 bytes");
+  }
+}
+
 template <typename Use, int M, int N, int K, typename T, typename L, typename E>
 inline void load_matrix_sync(fragment<Use, M, N, K, T, L>& f, const E* p, unsigned ldm) {
   static_assert(!std::is_same<Use, accumulator>::value, "accumulator loads need a layout_t");
   using F = fragment<Use, M, N, K, T, L>;
+  check_matrix_pointer(p, ldm, "load");
   const bool col = std::is_same<L, col_major>::value;
   for (int r = 0; r < F::rows; ++r)
     for (int c = 0; c < F::cols; ++c) f.x[r * F::cols + c] = col ? p[c * ldm + r] : p[r * ldm + c];
@@ -81,12 +95,14 @@ inline void load_matrix_sync(fragment<Use, M, N, K, T, L>& f, const E* p, unsign
 
 template <int M, int N, int K, typename T, typename E>
 inline void load_matrix_sync(fragment<accumulator, M, N, K, T, void>& f, const E* p, unsigned ldm, layout_t l) {
+  check_matrix_pointer(p, ldm, "load");
   for (int r = 0; r < M; ++r)
     for (int c = 0; c < N; ++c) f.x[r * N + c] = l == mem_col_major ? p[c * ldm + r] : p[r * ldm + c];
 }
 
 template <int M, int N, int K, typename T, typename E>
 inline void store_matrix_sync(E* p, const fragment<accumulator, M, N, K, T, void>& f, unsigned ldm, layout_t l) {
+  check_matrix_pointer(p, ldm, "store");
   for (int r = 0; r < M; ++r)
     for (int c = 0; c < N; ++c) (l == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.x[r * N + c];
 }
