@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import math
 import zlib
 from typing import Any
 
@@ -447,3 +448,26 @@ def test_nvrtc_macro_options_reach_the_host_compiler() -> None:
     mod = build(MACRO_SRC, filename="macro.cu", entry_points=("scaled",), options=opts[:3])
     mod.launch(Launch("scaled", 1, 8, []), [ptr(out)])
     torch.testing.assert_close(out, torch.arange(8.0) * 2.5, rtol=0, atol=0)
+
+
+OOB_SRC = r"""
+extern "C" __global__ void off_by_one(float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i <= n) out[i] = 1.f;  // NOTE: the bug: <= instead of <
+}
+"""
+
+
+def test_a_write_past_the_end_of_an_output_is_an_error() -> None:
+    from torch2trt_lite.plugins.api import I32, CudaKernel, LaunchInfo, Out
+
+    def launch(info: LaunchInfo) -> Launch:
+        n = math.prod(info.outputs[0])
+        return Launch("off_by_one", -(-(n + 1) // 64), 64, (Out(0), I32(n)))
+
+    buggy = dataclasses.replace(
+        ROI_ALIGN, cuda=CudaKernel(source=OOB_SRC, entry_points=("off_by_one",), launch=launch)
+    )
+    x, rois = torch.randn(1, 2, 5, 5), torch.tensor([[0, 0, 0, 4, 4.0]])
+    with pytest.raises(PluginError, match="kernel 'off_by_one' wrote outside output 0"):
+        emulate_plugin(buggy, [x, rois], {"output_size": (2, 2)})

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import math
 import os
 import re
 import shutil
@@ -275,11 +276,18 @@ def emulate_plugin(
     ]
     tensors = [x.detach().cpu().contiguous() for x in present if x is not None]
     info = pdef.launch_info(resolved, [tuple(x.shape) for x in tensors], [x.dtype for x in tensors])
-    outputs = [
-        _poison(torch.empty(s, dtype=d)) for s, d in zip(info.outputs, info.output_dtypes, strict=True)
-    ]
+    # Every output and the workspace sit between two guard zones: a write outside them is an error.
+    shapes = [(tuple(s), d) for s, d in zip(info.outputs, info.output_dtypes, strict=True)]
     ws_bytes = pdef.cuda.workspace_bytes(info)
-    ws = torch.full((ws_bytes,), 0x5A, dtype=torch.uint8) if ws_bytes else None
+    nbytes = [math.prod(s) * torch.empty((), dtype=d).element_size() for s, d in shapes] + [ws_bytes]
+    arenas = [
+        torch.full((_GUARD + _round_up(n, _GUARD) + _GUARD,), _GUARD_BYTE, dtype=torch.uint8) for n in nbytes
+    ]
+    outputs = [
+        _poison(a[_GUARD : _GUARD + n].view(d).view(s))
+        for a, n, (s, d) in zip(arenas, nbytes, shapes, strict=False)
+    ]
+    ws = arenas[-1][_GUARD : _GUARD + ws_bytes].fill_(0x5A) if ws_bytes else None
     source, filename = pdef.cuda.text()
     mod = build(
         source, filename=filename, entry_points=pdef.cuda.entry_points, arch=arch, options=pdef.cuda.options
@@ -295,7 +303,20 @@ def emulate_plugin(
             ws.data_ptr() if ws is not None else 0,
         )
         mod.launch(lc, args, order=order, workers=workers)
-    return outputs
+        for i, (a, n) in enumerate(zip(arenas, nbytes, strict=True)):
+            outside = torch.cat([a[:_GUARD], a[_GUARD + n :]])
+            if not bool((outside == _GUARD_BYTE).all()):
+                what = "the workspace" if i == len(nbytes) - 1 else f"output {i}"
+                raise PluginError(f"CUDA emulator: kernel '{lc.kernel}' wrote outside {what} ({n} bytes)")
+    return [o.clone() for o in outputs]
+
+
+_GUARD = 256  # bytes of guard zone before and after every output and the workspace
+_GUARD_BYTE = 0xA5
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
 
 
 __all__ = ["EmuModule", "build", "compiler", "emulate_plugin"]
