@@ -13,10 +13,12 @@ difference between the two orders). Arithmetic is IEEE fp32 without contraction,
 device computes with ``--fmad=false``; with contraction on, the device's results differ from these
 in the last bits.
 
-What it checks: indexing, bounds, tiling and barrier logic, which elements get written (outputs are
-NaN-poisoned), numerics of the algorithm. What it cannot: speed, real data races, memory-model
-effects, the device's half-precision/tensor-core rounding details. ``emulate_plugin`` mirrors the GPU
-path of a plugin (launch rule, argument packing, workspace) with CPU tensors.
+What it checks: indexing, tiling and barrier logic (a barrier not every thread reaches is reported
+as a deadlock), which elements get written (outputs are NaN-poisoned), writes outside an output or
+the workspace (guard zones), wmma pointer alignment and leading dimensions, numerics of the
+algorithm. What it cannot: speed, real data races, memory-model effects, reads out of bounds, the
+device's half-precision/tensor-core rounding details. ``emulate_plugin`` mirrors the GPU path of a
+plugin (launch rule, argument packing, workspace) with CPU tensors.
 """
 
 from __future__ import annotations
