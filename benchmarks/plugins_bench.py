@@ -241,6 +241,24 @@ def roi_traffic(x: torch.Tensor, rois: torch.Tensor, cfg: dict[str, Any]) -> dic
     return {"compulsory_bytes": out_bytes + in_bytes, "input_bytes_touched": in_bytes, "bilinear_taps": taps}
 
 
+def goals(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Issue 4's goals per measured case: faster than torchvision's CUDA op, and the error bound
+    (fp32 1e-5, fp16 1e-2, relative to the largest reference magnitude)."""
+    rows = []
+    for r in results:
+        tv = r.get("torchvision", {}).get("median_ms")
+        ours = r["plugin"]["median_ms"]
+        tol = 1e-5 if r["dtype"] == str(torch.float32) else 1e-2
+        rows.append({
+            "op": r["op"], "name": r["name"], "dtype": r["dtype"],
+            "speedup_vs_torchvision": tv / ours if tv else float("nan"),
+            "faster_than_torchvision": bool(tv and ours < tv),
+            "within_tolerance": r["rel_err_vs_reference"] <= tol,
+            **({"fraction_of_copy_bandwidth": r["fraction_of_copy_bandwidth"]} if "fraction_of_copy_bandwidth" in r else {}),
+        })
+    return rows
+
+
 def environment() -> dict[str, Any]:
     import cuda.bindings
 
@@ -297,6 +315,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['fraction_of_copy_bandwidth']:.2f} of copy bandwidth  "
                 f"[direct {r['plugin_nchw'].get('median_ms', float('nan')):.3f} ms, "
                 f"channels-last {r['plugin_nhwc'].get('median_ms', float('nan')):.3f} ms]")
+    results["goals"] = goals(results["results"])
+    for g in results["goals"]:
+        print(f"goal {g['op']:13} {g['name']:26} {g['dtype']:14} speedup vs torchvision {g['speedup_vs_torchvision']:.2f} "
+              f"({'met' if g['faster_than_torchvision'] else 'NOT met'})  within tolerance: {g['within_tolerance']}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".tmp")
