@@ -277,19 +277,28 @@ __device__ __forceinline__ void store_tiles(Acc (&acc)[4][2], float* __restrict_
     }
 }
 
-// fp16: wmma m16n16k16, half operands, fp32 accumulators.
-struct MmaHalf {
-  static constexpr bool PIPELINED = false;  // 64 raw corners per thread would cost 2 blocks/SM
-  static constexpr int BK = Cfg<__half>::BK;
-  static constexpr int LDA = GBM + Cfg<__half>::PAD;
-  static constexpr int LDB = GBN + Cfg<__half>::PAD;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
+// A warp's 4 x 2 wmma accumulator tiles (64 x 32 outputs): zeroed by init, written out by store.
+template <typename Acc>
+struct WarpTiles {
+  Acc acc[4][2];
   __device__ __forceinline__ void init() {
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
       for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
   }
+  template <typename T>
+  __device__ __forceinline__ void store(float* __restrict__ scratch, int tid, int m0, int p0, const Sink<T>& sink) {
+    store_tiles(acc, scratch, tid, m0, p0, sink);
+  }
+};
+
+// fp16: wmma m16n16k16, half operands, fp32 accumulators.
+struct MmaHalf : WarpTiles<wmma::fragment<wmma::accumulator, 16, 16, 16, float>> {
+  static constexpr bool PIPELINED = false;  // 64 raw corners per thread would cost 2 blocks/SM
+  static constexpr int BK = Cfg<__half>::BK;
+  static constexpr int LDA = GBM + Cfg<__half>::PAD;
+  static constexpr int LDB = GBN + Cfg<__half>::PAD;
   __device__ __forceinline__ void compute(const __half (*As)[LDA], const __half (*Bs)[LDB], int tid) {
     const int warp = tid / 32;
     const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;
@@ -307,26 +316,15 @@ struct MmaHalf {
       }
     }
   }
-  template <typename T>
-  __device__ __forceinline__ void store(float* __restrict__ scratch, int tid, int m0, int p0, const Sink<T>& sink) {
-    store_tiles(acc, scratch, tid, m0, p0, sink);
-  }
 };
 
 #if __CUDA_ARCH__ >= 800
 // fp32 on sm_80+: 3xTF32 with wmma m16n16k8.
-struct MmaTf32x3 {
+struct MmaTf32x3 : WarpTiles<wmma::fragment<wmma::accumulator, 16, 16, 8, float>> {
   static constexpr bool PIPELINED = true;
   static constexpr int BK = Cfg<float>::BK;
   static constexpr int LDA = GBM + Cfg<float>::PAD;
   static constexpr int LDB = GBN + Cfg<float>::PAD;
-  wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[4][2];
-  __device__ __forceinline__ void init() {
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
-  }
   template <typename Frag>
   __device__ __forceinline__ static void split(Frag& big, Frag& small) {
 #pragma unroll
@@ -361,10 +359,6 @@ struct MmaTf32x3 {
         }
       }
     }
-  }
-  template <typename T>
-  __device__ __forceinline__ void store(float* __restrict__ scratch, int tid, int m0, int p0, const Sink<T>& sink) {
-    store_tiles(acc, scratch, tid, m0, p0, sink);
   }
 };
 #endif
