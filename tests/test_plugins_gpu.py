@@ -175,20 +175,26 @@ print("reloaded ok")
     assert res.returncode == 0 and "reloaded ok" in res.stdout, res.stdout + res.stderr
 
 
-def test_roi_align_on_the_gpu_equals_the_host_emulator_bit_for_bit(nvrtc: Any) -> None:
-    """The fp32 roi_align kernel is compiled without FMA contraction (--fmad=false), so the GPU and the
-    CPU emulator (torch2trt_lite.plugins.host_emulator, IEEE fp32 without contraction) must agree to the bit: this checks
-    the emulator the CPU-only test suite relies on."""
+@pytest.mark.parametrize("channels", [8, 48], ids=["direct", "channels_last"])
+def test_roi_align_on_the_gpu_equals_the_host_emulator_bit_for_bit(nvrtc: Any, channels: int) -> None:
+    """The fp32 roi_align kernels are compiled without FMA contraction (--fmad=false), so the GPU and
+    the CPU emulator (torch2trt_lite.plugins.host_emulator, IEEE fp32 without contraction) must agree
+    to the bit: this checks the emulator the CPU-only test suite relies on. 48 channels and 200 boxes
+    take the channels-last path (transpose + NHWC kernel), 8 channels the direct kernel."""
     from torch2trt_lite.plugins.host_emulator import compiler, emulate_plugin
 
     if compiler() is None:
         pytest.skip("the CUDA host emulator needs a C++ compiler (g++)")
     g = torch.Generator().manual_seed(SEED)
-    x = torch.randn(2, 8, 200, 304, generator=g)
+    x = torch.randn(2, channels, 200, 304, generator=g)
     xy = torch.rand(200, 2, generator=g) * torch.tensor([1216.0, 800.0]) * 0.8
     wh = torch.rand(200, 2, generator=g) * torch.tensor([1216.0, 800.0]) * 0.3 + 4
     rois = torch.cat([torch.randint(0, 2, (200, 1), generator=g).float(), xy, xy + wh], 1)
     attrs = RA.resolve_attrs({"output_size": (7, 7), "spatial_scale": 0.25, "sampling_ratio": 2, "aligned": True})
+    from torch2trt_lite.plugins_cuda.roi_align import use_channels_last
+
+    info = RA.launch_info(attrs, [tuple(x.shape), tuple(rois.shape)], [torch.float32] * 2)
+    assert use_channels_last(info) == (channels >= 32)
     xc, rc = x.cuda(), rois.cuda()
     (got,) = nvrtc.run_plugin(RA, [xc, rc], attrs, outputs=_poisoned(RA, [xc, rc], attrs))
     torch.cuda.synchronize()
