@@ -5,6 +5,7 @@ strict guard's stack handling and the argument scan that replaces pytree on plai
 from __future__ import annotations
 
 import collections
+import ctypes
 import hashlib
 import struct
 
@@ -229,3 +230,57 @@ def test_conv_padding_tuple_args_are_traced() -> None:
     x = torch.randn(1, 1, 5, 5)
     t = torch2trt_lite.convert(m, [x], backend="sim")
     torch.testing.assert_close(t(x), m(x))
+
+
+def test_deferred_weights_are_computed_into_the_plan_once() -> None:
+    """BN-folded kernels are DeferredWeights on the sim: the plan build writes them in place."""
+    from tests.sim.netbuilder import Net, infer
+    from torch2trt_lite.sim._core import DeferredWeights
+
+    filled: list[int] = []
+
+    def fill(out: torch.Tensor) -> None:
+        filled.append(out.data_ptr())
+        torch.mul(torch.arange(6.0).view(2, 3, 1, 1), 0.5, out=out)
+
+    w = DeferredWeights((2, 3, 1, 1), torch.float32, fill)
+    assert (len(w), w.size, w.nbytes) == (6, 6, 24) and not filled  # NOTE: sizes without computing
+    net = Net()
+    x = net.input("x", (1, 3, 2, 2))
+    conv = net.network.add_convolution_nd(x, 2, (1, 1), w, trt.Weights())
+    net.network.mark_output(conv.get_output(0))
+    plan = net.builder.build_serialized_network(net.network, net.config)
+    assert len(filled) == 1, "shape inference must not compute the weights"
+    base = memoryview(plan).cast("B")
+    start = ctypes.addressof(ctypes.c_char.from_buffer(base))
+    assert start <= filled[0] < start + len(base), "computed outside the plan buffer"
+    del base
+    engine = net.ns.Runtime(net.ns.Logger()).deserialize_cuda_engine(plan)
+    xv = torch.randn(1, 3, 2, 2)
+    (out,) = infer(engine, {"x": xv})
+    torch.testing.assert_close(out, F.conv2d(xv, torch.arange(6.0).view(2, 3, 1, 1) * 0.5), rtol=1e-6, atol=1e-6)
+    assert torch.equal(torch.from_numpy(w.numpy()), torch.arange(6.0).view(2, 3, 1, 1) * 0.5) and len(filled) == 2
+
+
+def test_folded_convolution_kernel_is_deferred_on_the_sim(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch2trt_lite.context import ConversionContext
+    from torch2trt_lite.sim._core import DeferredWeights
+
+    made: list[object] = []
+    original = ConversionContext.deferred_weights
+
+    def spy(self: ConversionContext, *args: object, **kwargs: object) -> object:
+        made.append(original(self, *args, **kwargs))  # type: ignore[arg-type]
+        return made[-1]
+
+    monkeypatch.setattr(ConversionContext, "deferred_weights", spy)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).eval()
+    with torch.no_grad():
+        model[1].running_var.uniform_(0.5, 2.0)
+        model[1].running_mean.uniform_(-0.5, 0.5)
+    x = torch.randn(1, 3, 8, 8)
+    trt = torch2trt_lite.convert(model, [x], backend="sim")
+    assert trt.num_layers == 1
+    assert len(made) == 1 and isinstance(made[0], DeferredWeights) and made[0]._cached is None  # never copied
+    with torch.no_grad():
+        torch.testing.assert_close(trt(x), model(x), rtol=1e-5, atol=1e-5)

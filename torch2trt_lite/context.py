@@ -155,6 +155,20 @@ class ConversionContext:
         layer = self.network.add_constant(dims, arr)
         return layer.get_output(0)
 
+    def deferred_weights(
+        self, shape: Sequence[int], dtype: torch.dtype, fill: Callable[[torch.Tensor], None]
+    ) -> Any:
+        """Weights that ``fill(out)`` writes into a contiguous ``out`` of ``shape`` and ``dtype``. On the
+        sim they are computed straight into the plan at build time (derived weights, such as a
+        convolution with batch norm folded in, then never exist as a separate copy); on TensorRT now."""
+        if self.backend_name == "sim":
+            from .sim._core import DeferredWeights
+
+            return DeferredWeights(shape, dtype, fill)
+        out = torch.empty(tuple(shape), dtype=dtype)
+        fill(out)
+        return self.weights(out)
+
     def weights(self, value: Any) -> Any:
         """``value`` as weights the backend accepts (numpy; kept alive until the build finishes)."""
         if isinstance(value, torch.Tensor):

@@ -186,20 +186,31 @@ def fold_affine(ctx: ConversionContext, it: Any, scale: torch.Tensor, shift: tor
         return None
     # NOTE: scale and shift are computed in float64 by the caller; the kernel is scaled in float32
     # (one rounding per weight), which keeps folding cheap for large convolutions.
-    w = rec.weight.detach().float()
+    w = rec.weight.detach()
     sc, sh = scale.detach().double().reshape(-1), shift.detach().double().reshape(-1)
     sc32 = sc.float()
     k = w.shape[2:]
     if rec.transposed:
         g = rec.groups
         cin, per = w.shape[0], w.shape[1]
-        w = (w.reshape(g, cin // g, per, *k) * sc32.reshape(g, 1, per, *([1] * len(k)))).reshape(w.shape)
+        w_shape: tuple[int, ...] = (g, cin // g, per, *k)
+        sc_view = sc32.reshape(g, 1, per, *([1] * len(k)))
     else:
-        w = w * sc32.reshape(-1, *([1] * (w.dim() - 1)))
+        w_shape = tuple(w.shape)
+        sc_view = sc32.reshape(-1, *([1] * (w.dim() - 1)))
+    wv = w.reshape(w_shape)
+
+    def fill(out: torch.Tensor) -> None:  # NOTE: the same fp32 products as folding eagerly
+        ov = out.view(w_shape)
+        if ov.dtype == torch.float32 and wv.dtype == torch.float32:
+            torch.mul(wv, sc_view, out=ov)
+        else:
+            ov.copy_(wv.float() * sc_view)
+
     b = rec.bias.detach().double() * sc + sh if rec.bias is not None else sh
-    if w.dim() == 3:  # conv1d runs as a 2D convolution
-        w = w.unsqueeze(-1)
-    rec.layer.kernel = _kernel_weights(ctx, w, rec.dtype)
+    kernel_shape = (*w.shape, 1) if w.dim() == 3 else tuple(w.shape)  # conv1d runs as a 2D convolution
+    # On the sim the folded kernel is computed straight into the plan when it is built (no copy).
+    rec.layer.kernel = ctx.deferred_weights(kernel_shape, rec.dtype, fill)
     rec.layer.bias = _kernel_weights(ctx, b, rec.dtype)
     del ctx.layer_info[id(it)]
     made: list[Any] = []

@@ -178,6 +178,48 @@ class Weights:
     def _tensor(self) -> torch.Tensor:
         return self._t
 
+    def _shape(self) -> tuple[int, ...]:
+        return tuple(self._t.shape)
+
+
+class DeferredWeights(Weights):
+    """Weights computed when first needed (sim only, not part of TensorRT's API).
+
+    ``fill(out)`` writes the values into ``out``, a contiguous tensor of ``shape`` and ``dtype``. A
+    plan build calls it on the plan buffer itself, so weights derived from others (BN folded into a
+    convolution) never exist as a separate copy; anything else that reads the values (running the
+    network before a build, ``numpy()``) computes them once.
+    """
+
+    def __init__(self, shape: Sequence[int], dtype: torch.dtype, fill: Callable[[torch.Tensor], None]) -> None:
+        self._dims = tuple(int(d) for d in shape)
+        self._torch_dtype = dtype
+        self._fill = fill
+        self._dtype = _dtypes.from_torch(dtype)
+        self._cached: torch.Tensor | None = None
+
+    @property
+    def _t(self) -> torch.Tensor:  # type: ignore[override]
+        if self._cached is None:
+            t = torch.empty(self._dims, dtype=self._torch_dtype)
+            self._fill(t)
+            self._cached = t
+        return self._cached
+
+    def _shape(self) -> tuple[int, ...]:
+        return self._dims
+
+    def __len__(self) -> int:
+        return math.prod(self._dims)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self._dims)
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self._dims) * torch.empty((), dtype=self._torch_dtype).element_size()
+
 
 def as_weights(value: Any) -> Weights | None:
     if value is None:
@@ -477,7 +519,7 @@ def _key_of(v: Any) -> Any:
         items = tuple(_key_of(x) for x in v)
         return _NO_KEY if any(x is _NO_KEY for x in items) else (t, items)
     if isinstance(v, Weights):
-        return (Weights, v._dtype, tuple(v._t.shape))
+        return (Weights, v._dtype, v._shape())
     return _NO_KEY
 
 

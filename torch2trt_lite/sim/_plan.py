@@ -33,7 +33,7 @@ import torch
 
 from ..errors import BuildError, EngineFileError, NetworkDefinitionError
 from . import _dtypes
-from ._core import ILayer, ITensor, RunContext, Weights
+from ._core import DeferredWeights, ILayer, ITensor, RunContext, Weights
 from ._enums import ENUMS, DataType, _TrtEnum
 
 MAGIC = b"T2TLSIMP"
@@ -64,16 +64,24 @@ class _Blobs:
     """The weights of a plan: (offset, uint8 view) pairs at ``_ALIGN``-aligned offsets (no copies)."""
 
     def __init__(self) -> None:
-        self.parts: list[tuple[int, torch.Tensor]] = []
+        self.parts: list[tuple[int, torch.Tensor | DeferredWeights]] = []
         self.size = 0
 
     def add(self, t: torch.Tensor) -> tuple[int, int]:
         t = t.detach().contiguous().cpu()
-        n = t.numel() * t.element_size()
+        if t.numel() == 0:
+            return self.size, 0
+        return self._place(t.reshape(-1).view(torch.uint8), t.numel() * t.element_size())
+
+    def add_deferred(self, w: DeferredWeights) -> tuple[int, int]:
+        """Weights computed straight into the plan buffer when it is written."""
+        return self._place(w, w.nbytes)
+
+    def _place(self, part: torch.Tensor | DeferredWeights, n: int) -> tuple[int, int]:
         if n == 0:
             return self.size, 0
         off = self.size + (-self.size % _ALIGN)
-        self.parts.append((off, t.reshape(-1).view(torch.uint8)))
+        self.parts.append((off, part))
         self.size = off + n
         return off, n
 
@@ -86,6 +94,9 @@ def encode_value(v: Any, blobs: _Blobs) -> Any:
         return v
     if isinstance(v, _TrtEnum):
         return {"__e__": f"{type(v).__qualname__}.{v.name}"}
+    if isinstance(v, DeferredWeights) and v._cached is None:
+        off, n = blobs.add_deferred(v)
+        return {"__w__": [off, n], "dtype": v.dtype.name, "shape": list(v._shape())}
     if isinstance(v, Weights):
         off, n = blobs.add(v._tensor())
         return {"__w__": [off, n], "dtype": v.dtype.name, "shape": list(v._tensor().shape)}
@@ -240,6 +251,14 @@ def build(network: Any, config: Any, api_version: str, alloc: Any = bytearray) -
         a = start + off
         if a > pos:
             view[pos:a] = bytes(a - pos)
+        if isinstance(t, DeferredWeights):
+            n = t.nbytes
+            if a % 16 == 0:  # NOTE: always, with a 16-byte aligned buffer: computed in place
+                t._fill(dst[a : a + n].view(t._torch_dtype).view(t._shape()))
+            else:
+                dst[a : a + n].copy_(t._tensor().reshape(-1).view(torch.uint8))
+            pos = a + n
+            continue
         n = t.numel()
         if n >= _BIG:
             dst[a : a + n].copy_(t)  # NOTE: torch copies large blocks with its threads, without the GIL
