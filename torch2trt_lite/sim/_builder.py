@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import BuildError, NetworkDefinitionError
-from ._core import Dims, _log, as_dims
+from ._core import Dims, _log, as_dims, field_property
 from ._enums import BuilderFlag, DataType, MemoryPoolType, Severity
 
 
@@ -144,13 +144,7 @@ class Builder:
     def logger(self) -> Any:
         return self._logger
 
-    @property
-    def error_recorder(self) -> Any:
-        return self._error_recorder
-
-    @error_recorder.setter
-    def error_recorder(self, value: Any) -> None:
-        self._error_recorder = value
+    error_recorder = field_property("_error_recorder")
 
     # NOTE: the sim runs on whatever device the inputs are on; it reports what a modern GPU has.
     @property

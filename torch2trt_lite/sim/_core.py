@@ -477,6 +477,18 @@ def _coerce(name: str, default: Any, value: Any, owner: str) -> Any:
     return value
 
 
+def field_property(field: str) -> property:
+    """A settable API member stored as the instance attribute ``field`` (``error_recorder`` and the like)."""
+
+    def fget(self: Any) -> Any:
+        return getattr(self, field)
+
+    def fset(self: Any, value: Any) -> None:
+        setattr(self, field, value)
+
+    return property(fget, fset)
+
+
 def _attr_property(name: str) -> property:
     def fget(self: ILayer) -> Any:
         return self._a[name]

@@ -10,7 +10,7 @@ import torch
 
 from ..errors import NetworkDefinitionError
 from . import _dtypes
-from ._core import PROBE_SIZES, ILayer, ITensor, TensorInfo, _log, as_dims
+from ._core import PROBE_SIZES, ILayer, ITensor, TensorInfo, _log, as_dims, field_property
 from ._enums import DataType, NetworkDefinitionCreationFlag, Severity
 from .layers import MIXINS
 
@@ -241,13 +241,7 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
     def has_explicit_precision(self) -> bool:
         return False
 
-    @property
-    def error_recorder(self) -> Any:
-        return self._error_recorder
-
-    @error_recorder.setter
-    def error_recorder(self, value: Any) -> None:
-        self._error_recorder = value
+    error_recorder = field_property("_error_recorder")
 
     @property
     def builder(self) -> Any:

@@ -10,7 +10,7 @@ import torch
 
 from ..errors import EngineFileError, NetworkDefinitionError, RuntimeExecutionError
 from . import _dtypes, _plan
-from ._core import PROBE_SIZES, Dims, ILayer, RunContext, _log, as_dims
+from ._core import PROBE_SIZES, Dims, ILayer, RunContext, _log, as_dims, field_property
 from ._enums import ENUMS, DataType, Severity, TensorIOMode, TensorLocation
 
 
@@ -81,13 +81,7 @@ class Runtime:
     def num_DLA_cores(self) -> int:
         return 0
 
-    @property
-    def error_recorder(self) -> Any:
-        return self._error_recorder
-
-    @error_recorder.setter
-    def error_recorder(self, value: Any) -> None:
-        self._error_recorder = value
+    error_recorder = field_property("_error_recorder")
 
     def deserialize_cuda_engine(self, serialized_engine: Any) -> Any:
         try:
@@ -336,13 +330,7 @@ class IExecutionContext:
     def engine(self) -> ICudaEngine:
         return self._engine
 
-    @property
-    def error_recorder(self) -> Any:
-        return self._error_recorder
-
-    @error_recorder.setter
-    def error_recorder(self, value: Any) -> None:
-        self._error_recorder = value
+    error_recorder = field_property("_error_recorder")
 
     @property
     def active_optimization_profile(self) -> int:

@@ -291,6 +291,21 @@ class _RecomputedLayer(ILayer):
     """
 
     _wiring_seen = -1  # the network's wiring stamp when the cache was computed
+    _dds_flag = False  # set by _input_infos: the output's shape depends on values (data-dependent)
+
+    @property
+    def _dds(self) -> bool:  # type: ignore[override]
+        return self._dds_flag
+
+    def _extra_state(self) -> dict[str, Any]:
+        state = super()._extra_state()
+        self._infos()
+        state["dds"] = self._dds_flag
+        return state
+
+    def _restore_extra(self, state: dict[str, Any]) -> None:
+        super()._restore_extra(state)
+        self._dds_flag = bool(state.get("dds", False))
 
     def _infos(self) -> list[TensorInfo]:
         net = self._network
@@ -313,25 +328,10 @@ class ILoopOutputLayer(_RecomputedLayer, ILoopBoundaryLayer):
     _attrs = {"kind": LoopOutput.LAST_VALUE, "axis": 0}
     _max_inputs = 2
     _shape_inputs = (1,)
-    _dds_flag = False
 
     @property
     def kind(self) -> Any:
         return self._a["kind"]
-
-    @property
-    def _dds(self) -> bool:  # type: ignore[override]
-        return self._dds_flag
-
-    def _extra_state(self) -> dict[str, Any]:
-        state = super()._extra_state()
-        self._infos()
-        state["dds"] = self._dds_flag
-        return state
-
-    def _restore_extra(self, state: dict[str, Any]) -> None:
-        super()._restore_extra(state)
-        self._dds_flag = bool(state.get("dds", False))
 
     # -- inference: run the whole loop step on the probes of everything it reads
     def _input_infos(self) -> list[TensorInfo | None]:
@@ -406,24 +406,9 @@ class IIfConditionalOutputLayer(_RecomputedLayer, IIfConditionalBoundaryLayer):
 
     _layer_type = "CONDITIONAL_OUTPUT"
     _trt_label = "Output"  # TensorRT's spelling in default layer names
-    _dds_flag = False
-
-    @property
-    def _dds(self) -> bool:  # type: ignore[override]
-        return self._dds_flag
 
     def _required_inputs(self) -> int:
         return 2
-
-    def _extra_state(self) -> dict[str, Any]:
-        state = super()._extra_state()
-        self._infos()
-        state["dds"] = self._dds_flag
-        return state
-
-    def _restore_extra(self, state: dict[str, Any]) -> None:
-        super()._restore_extra(state)
-        self._dds_flag = bool(state.get("dds", False))
 
     def _input_infos(self) -> list[TensorInfo | None]:
         infos = super()._input_infos()

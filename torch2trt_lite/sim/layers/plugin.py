@@ -25,7 +25,7 @@ import torch
 
 from ...errors import NetworkDefinitionError, PluginError, RuntimeExecutionError
 from .. import _dtypes
-from .._core import ILayer, RunContext, TensorInfo
+from .._core import ILayer, RunContext, TensorInfo, field_property
 from .._enums import ENUMS, DataType
 
 PluginFieldType: Any = ENUMS["PluginFieldType"]
@@ -206,13 +206,7 @@ class IPluginRegistry:
     def plugin_creator_list(self) -> list[Any]:
         return self.all_creators
 
-    @property
-    def error_recorder(self) -> Any:
-        return self._error_recorder
-
-    @error_recorder.setter
-    def error_recorder(self, value: Any) -> None:
-        self._error_recorder = value
+    error_recorder = field_property("_error_recorder")
 
     @property
     def parent_search_enabled(self) -> bool:
