@@ -66,7 +66,7 @@ class PreparedKernel:
     def __init__(self, pdef: PluginDef, inputs: list[torch.Tensor | None], attrs: dict[str, Any]) -> None:
         assert pdef.cuda is not None
         self.attrs = pdef.resolve_attrs(attrs)
-        present = [x for s, x in zip(pdef.inputs, inputs, strict=True) if s.present is None or self.attrs[s.present]]
+        present = pdef.present(self.attrs, inputs)
         self.tensors = [x.contiguous() for x in present if x is not None]
         info = pdef.launch_info(self.attrs, [tuple(x.shape) for x in self.tensors], [x.dtype for x in self.tensors])
         dev = self.tensors[0].device

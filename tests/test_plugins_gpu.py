@@ -56,7 +56,7 @@ def _rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
 
 
 def _poisoned(pdef: Any, inputs: list[torch.Tensor | None], attrs: Any) -> list[torch.Tensor]:
-    present = [x for s, x in zip(pdef.inputs, inputs, strict=True) if s.present is None or attrs[s.present]]
+    present = pdef.present(attrs, inputs)
     info = pdef.launch_info(attrs, [tuple(x.shape) for x in present], [x.dtype for x in present])
     return [torch.full(s, float("nan"), dtype=d, device="cuda") for s, d in zip(info.outputs, info.output_dtypes, strict=True)]
 

@@ -452,7 +452,11 @@ class PluginDef:
 
     # -- inputs
     def active_inputs(self, attrs: Attrs) -> list[Input]:
-        return [i for i in self.inputs if i.present is None or bool(attrs[i.present])]
+        return self.present(attrs, self.inputs)
+
+    def present(self, attrs: Mapping[str, Any], values: Sequence[Any]) -> list[Any]:
+        """The entries of ``values`` (one per declared input) for the inputs present under ``attrs``."""
+        return [v for spec, v in zip(self.inputs, values, strict=True) if spec.present is None or bool(attrs[spec.present])]
 
     def input_dtypes(self, attrs: Attrs, t: torch.dtype) -> list[torch.dtype]:
         return [i.dtype or t for i in self.active_inputs(attrs)]
@@ -742,7 +746,7 @@ def add_plugin(ctx: Any, pdef: PluginDef, inputs: Sequence[Any], attrs: Mapping[
     serves the sim and TensorRT.
     """
     resolved = attrs if isinstance(attrs, Attrs) else pdef.resolve_attrs(attrs)
-    present = [x for spec, x in zip(pdef.inputs, inputs, strict=True) if spec.present is None or resolved[spec.present]]
+    present = pdef.present(resolved, inputs)
     torch_inputs = [x for x in present if isinstance(x, torch.Tensor)]
     if len(torch_inputs) == len(present):
         pdef.float_type(resolved, [x.dtype for x in torch_inputs])
@@ -786,7 +790,7 @@ def _register_converter(pdef: PluginDef, target: Any, replace: bool) -> None:
         try:
             inputs, attrs = bind_call(pdef, call, target)
             tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-            present = [x for s, x in zip(pdef.inputs, inputs, strict=True) if s.present is None or attrs[s.present]]
+            present = pdef.present(attrs, inputs)
             if len(tensors) == len(present):
                 pdef.float_type(attrs, [x.dtype for x in tensors])
                 pdef.check_shapes(attrs, [tuple(x.shape) for x in tensors])

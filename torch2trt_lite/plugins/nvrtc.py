@@ -456,9 +456,7 @@ def run_plugin(
     if pdef.cuda is None:
         raise PluginError(f"{pdef.label} has no CUDA kernel")
     resolved = attrs if isinstance(attrs, Attrs) else pdef.resolve_attrs(dict(attrs))
-    present = [
-        x for spec, x in zip(pdef.inputs, inputs, strict=True) if spec.present is None or resolved[spec.present]
-    ]
+    present = pdef.present(resolved, inputs)
     if any(x is None for x in present):
         raise PluginError(f"{pdef.label}: a required input is None")
     tensors = [x.contiguous() for x in present if x is not None]

@@ -39,7 +39,7 @@ import torch
 
 from torch2trt_lite.errors import PluginError
 from torch2trt_lite.plugins.api import Launch, PluginDef
-from torch2trt_lite.plugins.nvrtc import pack_args
+from torch2trt_lite.plugins.nvrtc import CACHE_ENV, pack_args
 
 HERE = Path(__file__).resolve().parent
 _RUNTIME_FILES = ("runtime.h", "scheduler.inc", "include/cuda_fp16.h", "include/mma.h")
@@ -80,7 +80,7 @@ def _host_flags() -> list[str]:
 
 
 def _cache_dir() -> Path:
-    env = os.environ.get("TORCH2TRT_LITE_CACHE")
+    env = os.environ.get(CACHE_ENV)  # NOTE: the variable NVRTC's cache uses; a subfolder of it
     return (Path(env) if env else Path.home() / ".cache" / "torch2trt_lite") / "host_emulator"
 
 
@@ -273,9 +273,7 @@ def emulate_plugin(
     if pdef.cuda is None:
         raise PluginError(f"{pdef.label} has no CUDA kernel")
     resolved = pdef.resolve_attrs(attrs)
-    present = [
-        x for s, x in zip(pdef.inputs, inputs, strict=True) if s.present is None or resolved[s.present]
-    ]
+    present = pdef.present(resolved, inputs)
     tensors = [x.detach().cpu().contiguous() for x in present if x is not None]
     info = pdef.launch_info(resolved, [tuple(x.shape) for x in tensors], [x.dtype for x in tensors])
     # Every output and the workspace sit between two guard zones: a write outside them is an error.
