@@ -224,17 +224,17 @@ def roi_traffic(x: torch.Tensor, rois: torch.Tensor, cfg: dict[str, Any]) -> dic
     es = x.element_size()
     ph, pw = cfg["out"]
     half = 0.5 if cfg["aligned"] else 0.0
-    box = rois[:, 1:].double() * cfg["scale"] - half
+    rois = rois.double().cpu()  # NOTE: one transfer; the loop below reads every box
+    box = rois[:, 1:] * cfg["scale"] - half
     rw, rh = box[:, 2] - box[:, 0], box[:, 3] - box[:, 1]
     if not cfg["aligned"]:
         rw, rh = rw.clamp(min=1), rh.clamp(min=1)
     gh = torch.full_like(rh, cfg["sr"]) if cfg["sr"] > 0 else torch.ceil(rh / ph)
     gw = torch.full_like(rw, cfg["sr"]) if cfg["sr"] > 0 else torch.ceil(rw / pw)
-    touched = torch.zeros(n, h, w, dtype=torch.bool, device=x.device)
-    for k in range(rois.shape[0]):  # NOTE: the bounding region of each box's samples (plus one pixel)
-        x0, y0 = int(max(box[k, 0].item(), 0)), int(max(box[k, 1].item(), 0))
-        x1, y1 = int(min(box[k, 2].item() + 2, w)), int(min(box[k, 3].item() + 2, h))
-        touched[int(rois[k, 0].item()), y0:y1, x0:x1] = True
+    touched = torch.zeros(n, h, w, dtype=torch.bool)
+    for (b, *_), (bx0, by0, bx1, by1) in zip(rois.tolist(), box.tolist(), strict=True):
+        # NOTE: the bounding region of each box's samples (plus one pixel)
+        touched[int(b), int(max(by0, 0)) : int(min(by1 + 2, h)), int(max(bx0, 0)) : int(min(bx1 + 2, w))] = True
     out_bytes = rois.shape[0] * c * ph * pw * es
     in_bytes = int(touched.sum().item()) * c * es
     taps = int((gh * gw).clamp(min=1).sum().item()) * c * ph * pw * 4
