@@ -10,6 +10,8 @@ after --warmup runs):
 * the plugin's torch reference on the same CUDA tensors (plain torch ops, 100 runs; roi_align's
   reference synchronizes with the host, which is part of its cost);
 * torchvision's own CUDA op;
+* the launch-rule alternatives: roi_align's direct and channels-last paths, deform_conv2d's gemm
+  path at split-K 1/2/4/8 and (fp32) on CUDA cores instead of 3xTF32 wmma (``variants``);
 * a device-to-device copy of the same number of bytes the kernel reads and writes, and the copy
   bandwidth of a large buffer measured in the same run, so kernel times can be read as a fraction
   of what the memory system does.
@@ -24,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import dataclasses
 import datetime as dt
-import functools
 import json
 import platform
 import statistics
@@ -41,6 +41,7 @@ import torchvision
 from torch2trt_lite.errors import PluginError
 from torch2trt_lite.plugins import get_plugin, load_builtin_plugins, nvrtc
 from torch2trt_lite.plugins.api import PluginDef
+from torch2trt_lite.plugins_cuda import deform_conv2d, roi_align
 
 
 def cuda_time(fn: Callable[[], Any], repeats: int, warmup: int) -> dict[str, float]:
@@ -158,7 +159,28 @@ def bench_deform(pdef: PluginDef, cfg: dict[str, Any], dtype: torch.dtype, repea
         res["torchvision"] = {"error": str(e).splitlines()[0]}
     res["copy_same_bytes"] = cuda_time(copy_of(res["bytes_moved"]), repeats, warmup)
     res["plugin_TFLOPs"] = flops / (res["plugin"]["median_ms"] * 1e-3) / 1e12
+    if "gemm" in "".join(kernel.kernels):
+        res["variants"] = deform_variants(dtype, [x, off, wt, m, b], kernel.attrs, ref, flops, repeats, warmup)
     return res
+
+
+def deform_variants(
+    dtype: torch.dtype, inputs: list[torch.Tensor | None], attrs: Any, ref: torch.Tensor, flops: int, repeats: int,
+    warmup: int,
+) -> dict[str, Any]:
+    """The gemm path with its split-K factor forced, and fp32 on CUDA cores instead of 3xTF32: the
+    measurements the launch rule's choices (SPLIT_BELOW, TARGET_BLOCKS, the fp32 math) rest on."""
+    options: dict[str, dict[str, Any]] = {f"splits={s}": {"splits": s} for s in (1, 2, 4, 8)}
+    if dtype == torch.float32:
+        options["fp32_cuda_cores"] = {"f32_simt": True}
+    out: dict[str, Any] = {}
+    for name, kw in options.items():
+        vk = PreparedKernel(deform_conv2d.variant(**kw), inputs, dict(attrs))
+        (got,) = vk()
+        t = cuda_time(vk, repeats, warmup)
+        out[name] = {"kernels": vk.kernels, "rel_err_vs_reference": rel_err(got, ref), **t,
+                     "TFLOPs": flops / (t["median_ms"] * 1e-3) / 1e12}
+    return out
 
 
 def bench_roi(pdef: PluginDef, cfg: dict[str, Any], dtype: torch.dtype, repeats: int, warmup: int) -> dict[str, Any]:
@@ -184,7 +206,7 @@ def bench_roi(pdef: PluginDef, cfg: dict[str, Any], dtype: torch.dtype, repeats:
     }
     for layout in ("nchw", "nhwc"):  # NOTE: both paths of the launch rule, whichever it picks
         try:
-            forced = PreparedKernel(roi_align_forced(pdef, layout), [x, rois], attrs)
+            forced = PreparedKernel(roi_align.variant(layout), [x, rois], attrs)
         except PluginError as e:
             res[f"plugin_{layout}"] = {"error": str(e)}
             continue
@@ -206,15 +228,6 @@ def bench_roi(pdef: PluginDef, cfg: dict[str, Any], dtype: torch.dtype, repeats:
     res["copy_compulsory_bytes"] = cuda_time(copy_of(res["compulsory_bytes"]), repeats, warmup)
     res["fraction_of_copy_bandwidth"] = res["copy_compulsory_bytes"]["median_ms"] / res["plugin"]["median_ms"]
     return res
-
-
-def roi_align_forced(pdef: PluginDef, layout: str) -> PluginDef:
-    """roi_align with its launch rule forced to the direct ("nchw") or channels-last ("nhwc") path."""
-    from torch2trt_lite.plugins_cuda import roi_align
-
-    assert pdef.cuda is not None
-    cuda = dataclasses.replace(pdef.cuda, launch=functools.partial(roi_align.launch, layout=layout))
-    return dataclasses.replace(pdef, cuda=cuda)
 
 
 def roi_traffic(x: torch.Tensor, rois: torch.Tensor, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -305,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"deform_conv2d {cfg['name']:18} {str(dtype):14} plugin {r['plugin']['median_ms']:.3f} ms "
                   f"({r['plugin_TFLOPs']:.1f} TFLOP/s)  torchvision {r['torchvision'].get('median_ms', float('nan')):.3f} ms  "
                   f"reference {r['torch_reference']['median_ms']:.3f} ms  err {r['rel_err_vs_reference']:.1e}")
+            for name, v in r.get("variants", {}).items():
+                print(f"    variant {name:16} {v['median_ms']:.3f} ms  err {v['rel_err_vs_reference']:.1e}")
         for cfg in roi_configs(args.quick):
             r = bench_roi(ra, cfg, dtype, args.repeats, args.warmup)
             results["results"].append(r)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import functools
 import math
 import zlib
 from typing import Any
@@ -34,11 +33,12 @@ torchvision = pytest.importorskip(
     "torchvision", reason="the built-in plugins are checked against torchvision"
 )
 
-from torch2trt_lite.plugins_cuda.deform_conv2d import PLUGIN as DEFORM  # noqa: E402
-from torch2trt_lite.plugins_cuda.roi_align import PLUGIN as ROI_ALIGN  # noqa: E402
-
 from tests.test_plugins import DEFORM_CASES as SHARED_DEFORM_CASES  # noqa: E402
 from tests.test_plugins import deform_inputs, roi_inputs  # noqa: E402
+from torch2trt_lite.plugins_cuda.deform_conv2d import PLUGIN as DEFORM  # noqa: E402
+from torch2trt_lite.plugins_cuda.deform_conv2d import variant as deform_variant  # noqa: E402
+from torch2trt_lite.plugins_cuda.roi_align import PLUGIN as ROI_ALIGN  # noqa: E402
+from torch2trt_lite.plugins_cuda.roi_align import variant as roi_align_variant  # noqa: E402
 
 ARCHS = (750, 900)
 TOL = {torch.float32: 1e-5, torch.float16: 1e-2}
@@ -272,6 +272,61 @@ DEFORM_CASES = {
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("case", list(DEFORM_CASES))
 def test_deform_conv2d_kernel(case: str, dtype: torch.dtype, arch: int) -> None:
+    _check_deform_case(DEFORM, case, dtype, arch)
+
+
+@pytest.mark.parametrize(
+    "arch, dtype, kwargs, launches",
+    [
+        pytest.param(900, torch.float32, dict(f32_simt=True), 3, id="fp32-cuda-cores-on-sm90"),
+        pytest.param(900, torch.float32, dict(splits=3), 3, id="split3-fp32"),
+        pytest.param(800, torch.float16, dict(splits=5), 3, id="split5-fp16"),
+        pytest.param(900, torch.float16, dict(splits=64), 3, id="more-splits-than-chunks"),
+        pytest.param(750, torch.float32, dict(splits=1), 2, id="no-split"),
+    ],
+)
+def test_deform_conv2d_variants_compute_the_same(
+    arch: int, dtype: torch.dtype, kwargs: dict[str, Any], launches: int
+) -> None:
+    """The launch-rule variants the benchmark times (forced split-K, fp32 on CUDA cores) are correct."""
+    pdef = deform_variant(**kwargs)
+    info = pdef.launch_info(  # NOTE: the shapes of "odd_cin"
+        pdef.resolve_attrs({"has_mask": True, "has_bias": True, "padding": (1, 1)}),
+        [(1, 17, 6, 7), (1, 18, 6, 7), (33, 17, 3, 3), (1, 9, 6, 7), (33,)],
+        [dtype] * 5,
+    )
+    assert len(pdef.cuda.launches(info)) == launches  # type: ignore[union-attr]
+    for case in ("odd_cin", "groups_offset_groups"):
+        _check_deform_case(pdef, case, dtype, arch)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", ["v2_basic", "depthwise"])
+def test_deform_conv2d_inf_reaches_only_the_samples_that_touch_it(case: str, dtype: torch.dtype, arch: int) -> None:
+    """An inf at each plane's first element (as padding-free feature maps can hold) is outside most
+    samples' footprints: those outputs must stay finite, as torchvision's do. Samples wholly outside
+    the image (padding) and corners outside it read no pixel, so nothing leaks from element 0."""
+    n, cin, h, w, cout, (kh, kw), groups, og, stride, padding, dilation, has_mask, has_bias = DEFORM_CASES[case]
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(n, cin, h, w, generator=g)
+    x[:, :, 0, 0] = float("inf")
+    off = torch.randn(n, 2 * og * kh * kw, h, w, generator=g) * 2
+    wt = torch.randn(cout, cin // groups, kh, kw, generator=g).abs() / (cin // groups * kh * kw)  # NOTE: no inf - inf
+    mask = torch.rand(n, og * kh * kw, h, w, generator=g) + 0.1 if has_mask else None
+    geo = {"stride": stride, "padding": padding, "dilation": dilation}
+    cast = [t.to(dtype) if t is not None else None for t in (x, off, wt, mask)]
+    got = _both_orders(DEFORM, [*cast, None], {**geo, "has_mask": has_mask, "has_bias": False}, arch)
+    tv = torchvision.ops.deform_conv2d(
+        *[t.float() for t in cast[:3]], None, mask=cast[3].float() if has_mask else None, **geo  # type: ignore[union-attr]
+    )
+    finite = torch.isfinite(tv)
+    assert 0 < int(finite.sum()) < tv.numel()  # NOTE: the case has outputs on both sides
+    assert torch.equal(torch.isfinite(got), finite), "outputs finite in torchvision are not here (or the reverse)"
+    assert rel_err(got[finite], tv[finite]) <= TOL[dtype]
+
+
+def _check_deform_case(pdef: Any, case: str, dtype: torch.dtype, arch: int) -> None:
     n, cin, h, w, cout, (kh, kw), groups, og, stride, padding, dilation, has_mask, has_bias = DEFORM_CASES[
         case
     ]
@@ -287,7 +342,7 @@ def test_deform_conv2d_kernel(case: str, dtype: torch.dtype, arch: int) -> None:
     bias = torch.randn(cout, generator=g) if has_bias else None
     geo = {"stride": stride, "padding": padding, "dilation": dilation}
     cast = [t.to(dtype) if t is not None else None for t in (x, off, wt, mask, bias)]
-    got = _both_orders(DEFORM, cast, {**geo, "has_mask": has_mask, "has_bias": has_bias}, arch)
+    got = _both_orders(pdef, cast, {**geo, "has_mask": has_mask, "has_bias": has_bias}, arch)
     want = DEFORM.reference(*[t.float() if t is not None else None for t in cast], **geo)
     assert rel_err(got, want) <= TOL[dtype], f"relative error {rel_err(got, want):.3g}"
     tv = torchvision.ops.deform_conv2d(
@@ -369,15 +424,6 @@ def test_roi_align_with_no_rois_launches_nothing() -> None:
 
 
 # ----------------------------------------------------- roi_align: the channels-last path
-def _roi_align_forced(layout: str) -> Any:
-    """ROI_ALIGN with its launch rule forced to one path (same kernels file, same contract)."""
-    from torch2trt_lite.plugins_cuda import roi_align as mod
-
-    assert ROI_ALIGN.cuda is not None
-    cuda = dataclasses.replace(ROI_ALIGN.cuda, launch=functools.partial(mod.launch, layout=layout))
-    return dataclasses.replace(ROI_ALIGN, cuda=cuda)
-
-
 NHWC_CASES = {
     # name: (n, c, h, w, output_size, spatial_scale, sampling_ratio, aligned, rois)
     "c40_7x7_sr2_aligned": (2, 40, 23, 31, (7, 7), 0.5, 2, True, 30),
@@ -402,7 +448,7 @@ def test_roi_align_channels_last_path_equals_the_direct_path(case: str, dtype: t
     assert use_channels_last(info), "the case should take the channels-last path"
     assert ROI_ALIGN.cuda is not None and ROI_ALIGN.cuda.workspace_bytes(info) == x.numel() * x.element_size()
     nhwc = _both_orders(ROI_ALIGN, [x, rois], attrs, 900)
-    nchw = _both_orders(_roi_align_forced("nchw"), [x, rois], attrs, 900)
+    nchw = _both_orders(roi_align_variant("nchw"), [x, rois], attrs, 900)
     assert torch.equal(nhwc.flatten().view(torch.uint8), nchw.flatten().view(torch.uint8)), (
         f"paths differ by {(nhwc.float() - nchw.float()).abs().max().item():.3g}"
     )
@@ -428,7 +474,7 @@ def test_roi_align_direct_path_for_few_boxes_or_few_channels() -> None:
     )  # too many bins
     with pytest.raises(PluginError, match="channels-last kernel needs"):
         emulate_plugin(
-            _roi_align_forced("nhwc"),
+            roi_align_variant("nhwc"),
             [torch.randn(1, 8, 5, 5), torch.tensor([[0, 0, 0, 4, 4.0]])],
             {"output_size": (2, 2)},
         )

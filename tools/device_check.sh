@@ -5,9 +5,9 @@
 #
 # 1. installs this checkout (pip install --no-deps --no-build-isolation -e .) into the Python on
 #    PATH (or $PYTHON), which must already have torch, torchvision and cuda-python;
-# 2. runs the sim's tests on CUDA tensors (the conformance cases run on the GPU when one exists),
-#    then the GPU tests of the plugins (pytest -m gpu tests/test_plugins_gpu.py), JUnit XML + log;
-# 3. runs benchmarks/plugins_bench.py, JSON + log.
+# 2. runs the GPU tests of the plugins (pytest -m gpu tests/test_plugins_gpu.py), log;
+# 3. runs benchmarks/plugins_bench.py, JSON + log (first: what only a GPU can measure);
+# 4. runs the sim's tests on CUDA tensors (the conformance cases run on the GPU when one exists).
 # Everything lands under $OUT (default: ./device_check_out). Exit status: 0 when every step passed.
 set -uo pipefail
 
@@ -36,16 +36,6 @@ fi
 
 export TORCH2TRT_LITE_CACHE="${TMPDIR:-/tmp}/t2tl-nvrtc-cache"  # not under $OUT: only 8 files come back
 
-step "sim per-layer CPU vs CUDA diagnostic"
-timeout 90 "$PY" tools/device_diag.py > "$OUT/sim-diag.json" 2>/tmp/t2tl-diag.err || status=1
-cat "$OUT/sim-diag.json"
-
-step "sim on CUDA tensors (conformance cases, layer families, TRTModule, models)"
-timeout 150 "$PY" -m pytest tests/test_conformance.py tests/sim tests/test_module.py -q \
-  -p no:cacheprovider -rf --tb=short 2>&1 | tail -120 > "$OUT/sim-cuda-tests.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-tail -25 "$OUT/sim-cuda-tests.log"
-
 step "gpu tests"
 timeout 180 "$PY" -m pytest -m gpu tests/test_plugins_gpu.py -q -rs -s -p no:cacheprovider --tb=short 2>&1 \
   | tee "$OUT/gpu-tests.log" | tail -30
@@ -55,6 +45,16 @@ step "benchmark"
 timeout 240 "$PY" benchmarks/plugins_bench.py --out "$OUT/plugins_bench.json" --repeats "$REPEATS" 2>&1 \
   | tee "$OUT/plugins_bench.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+step "sim per-layer CPU vs CUDA diagnostic"
+timeout 90 "$PY" tools/device_diag.py > "$OUT/sim-diag.json" 2>/tmp/t2tl-diag.err || status=1
+cat "$OUT/sim-diag.json"
+
+step "sim on CUDA tensors (conformance cases, layer families, TRTModule, models)"
+timeout 150 "$PY" -m pytest tests/test_conformance.py tests/sim tests/test_module.py -q \
+  -p no:cacheprovider -rf --tb=short 2>&1 | tail -120 > "$OUT/sim-cuda-tests.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+tail -25 "$OUT/sim-cuda-tests.log"
 
 step "done (status $status)"
 exit "$status"

@@ -6,6 +6,8 @@ sim runs (plain torch ops: gather + einsum, independent of torchvision's kernels
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from torch2trt_lite.plugins.api import (
     LaunchInfo,
     Out,
     PluginCall,
+    PluginDef,
     Shapes,
     Workspace,
     bool_attr,
@@ -182,8 +185,9 @@ def _geometry(info: LaunchInfo) -> dict[str, int]:
     }
 
 
-def _plan(info: LaunchInfo) -> dict[str, int]:
-    """Kernel choice, split-K factor and workspace layout (bytes) for one set of shapes."""
+def _plan(info: LaunchInfo, splits: int | None = None) -> dict[str, int]:
+    """Kernel choice, split-K factor and workspace layout (bytes) for one set of shapes; ``splits``
+    forces the split-K factor of the gemm path (benchmarks and tests)."""
     d = _geometry(info)
     if d["cout_g"] <= SMALL_COUT_G:
         return {"small": 1, "splits": 1, "wt_bytes": 0, "part_offset": 0, "workspace": 0}
@@ -191,9 +195,12 @@ def _plan(info: LaunchInfo) -> dict[str, int]:
     mtiles = cdiv(d["cout_g"], GEMM_BM)
     tiles = cdiv(d["ho"] * d["wo"], GEMM_BN) * mtiles * d["n"] * d["groups"]
     chunks = d["kh"] * d["kw"] * cdiv(d["cin_g"], GEMM_BK[info.dtype])  # about: og boundaries add a few
-    splits = 1
-    if tiles < SPLIT_BELOW:  # NOTE: fewer tiles than SMs: split the reduction, >= 4 chunks per split
+    if splits is not None:
+        splits = max(1, min(splits, chunks))
+    elif tiles < SPLIT_BELOW:  # NOTE: fewer tiles than SMs: split the reduction, >= 4 chunks per split
         splits = max(1, min(TARGET_BLOCKS[info.dtype] // tiles, chunks // 4, MAX_SPLITS))  # whole waves
+    else:
+        splits = 1
     wt_bytes = d["groups"] * d["kh"] * d["kw"] * d["cin_g"] * mtiles * GEMM_BM * esize
     part_offset = cdiv(wt_bytes, _ALIGN) * _ALIGN
     part_bytes = splits * d["n"] * d["cout"] * d["ho"] * d["wo"] * 4 if splits > 1 else 0
@@ -206,13 +213,13 @@ def _plan(info: LaunchInfo) -> dict[str, int]:
     }
 
 
-def workspace(info: LaunchInfo) -> int:
-    return _plan(info)["workspace"]
+def workspace(info: LaunchInfo, splits: int | None = None) -> int:
+    return _plan(info, splits)["workspace"]
 
 
-def launch(info: LaunchInfo) -> list[Launch]:
+def launch(info: LaunchInfo, splits: int | None = None) -> list[Launch]:
     d = _geometry(info)
-    plan = _plan(info)
+    plan = _plan(info, splits)
     n, groups, cout, ho, wo = d["n"], d["groups"], d["cout"], d["ho"], d["wo"]
     a = info.attrs
     dt = "fp16" if info.dtype == torch.float16 else "fp32"
@@ -350,4 +357,20 @@ PLUGIN = declare_plugin(
     doc="Deformable 2-D convolution (torchvision.ops.deform_conv2d).",
 )
 
-__all__ = ["ENTRY_POINTS", "KERNEL", "PLUGIN", "launch", "reference", "shape", "validate", "workspace"]
+def variant(*, splits: int | None = None, f32_simt: bool = False) -> PluginDef:
+    """:data:`PLUGIN` with the gemm path's split-K factor forced (``splits``) and/or fp32 on CUDA-core
+    FMAs on sm_80+ too (``f32_simt``, instead of 3xTF32 wmma): same contract and reference. The
+    benchmarks time these against the default launch rule; tests check they compute the same."""
+    if splits is not None and not 1 <= splits <= 64:
+        raise PluginError(f"deform_conv2d: splits must be in 1..64, got {splits}")
+    assert PLUGIN.cuda is not None
+    cuda = dataclasses.replace(
+        PLUGIN.cuda,
+        launch=functools.partial(launch, splits=splits),
+        workspace=functools.partial(workspace, splits=splits),
+        options=PLUGIN.cuda.options + (("-DT2T_DEFORM_F32_SIMT",) if f32_simt else ()),
+    )
+    return dataclasses.replace(PLUGIN, cuda=cuda)
+
+
+__all__ = ["ENTRY_POINTS", "KERNEL", "PLUGIN", "launch", "reference", "shape", "validate", "variant", "workspace"]

@@ -16,9 +16,9 @@
 //   chunk, every thread samples one output pixel for BK/2 channels: the pixel's 4 bilinear corner
 //   indices and weights (mask folded in, zero for a corner outside the image, all zero for a
 //   sample outside (-1, H) x (-1, W)) are computed once per (tap, offset group) and kept in 8
-//   registers, so a sample costs 4 gathered loads and 4 FMAs (a corner outside the image reads
-//   index 0 with weight 0, so no branch; NOTE: an inf/NaN input element at index 0 of a plane
-//   would leak into such samples). Shared memory is double-buffered (As[2][BK][128+pad] k-major,
+//   registers, so a sample costs 4 gathered loads and 4 FMAs (a corner outside the image reads an
+//   in-image corner of the same sample with weight 0, and a sample wholly outside is zeroed by a
+//   select, so no branch and no value from outside a sample's footprint). Shared memory is double-buffered (As[2][BK][128+pad] k-major,
 //   Bs[2][BK][128+pad]; pads of 16 bytes against bank conflicts), one __syncthreads per chunk:
 //   a chunk is first loaded into registers (weight vectors, the 4 raw corners of each sample),
 //   then blended and stored into the buffer the warps are not multiplying. fp32 ("pipelined")
@@ -192,8 +192,13 @@ template <> struct Cfg<__half> {
   static constexpr int PAD = 8;
 };
 
-// Bilinear sample geometry of one (pixel, tap, offset group): clamped corner indices, weights
-// with the mask folded in and invalid corners zeroed (their index 0 stays a valid address).
+// Bilinear sample geometry of one (pixel, tap, offset group): corner indices and weights with the
+// mask folded in. Branch-free in the gather loop, yet no value outside a sample's footprint reaches
+// it (an inf/NaN elsewhere in the plane cannot leak in):
+// * a corner outside the image gets weight 0 and the index of an in-image corner of the same
+//   sample (clamped row/column), so its term is 0 * (a value the sample reads anyway);
+// * a sample wholly outside the image gets index 0 and w0 = -0.0, a mark the blend turns into an
+//   exact 0 (a sample inside has hy * hx > 0, so its w0 is -0.0 only for a mask of -0.0).
 struct Geo {
   int i0, i1, i2, i3;
   float w0, w1, w2, w3;
@@ -208,6 +213,7 @@ __device__ __forceinline__ Geo geometry(const T* __restrict__ off_n, const T* __
   if (!pvalid) return r;
   const float y = ybase + to_f(off_n[(2 * ch) * P + gp]);
   const float x = xbase + to_f(off_n[(2 * ch + 1) * P + gp]);
+  r.w0 = -0.f;
   if (y <= -1.f || y >= (float)H || x <= -1.f || x >= (float)W) return r;
   const float m = mask_n ? to_f(mask_n[ch * P + gp]) : 1.f;
   const float yf = floorf(y), xf = floorf(x);
@@ -215,10 +221,16 @@ __device__ __forceinline__ Geo geometry(const T* __restrict__ off_n, const T* __
   const float ly = y - yf, lx = x - xf;
   const float hy = 1.f - ly, hx = 1.f - lx;
   const bool vy0 = y0 >= 0, vy1 = y0 + 1 <= H - 1, vx0 = x0 >= 0, vx1 = x0 + 1 <= W - 1;
-  if (vy0 && vx0) { r.i0 = y0 * W + x0;           r.w0 = hy * hx * m; }
-  if (vy0 && vx1) { r.i1 = y0 * W + x0 + 1;       r.w1 = hy * lx * m; }
-  if (vy1 && vx0) { r.i2 = (y0 + 1) * W + x0;     r.w2 = ly * hx * m; }
-  if (vy1 && vx1) { r.i3 = (y0 + 1) * W + x0 + 1; r.w3 = ly * lx * m; }
+  const int r0 = max(y0, 0) * W, r1 = min(y0 + 1, H - 1) * W;  // NOTE: in-image rows of the footprint
+  const int c0 = max(x0, 0), c1 = min(x0 + 1, W - 1);
+  r.i0 = r0 + c0;
+  r.i1 = r0 + c1;
+  r.i2 = r1 + c0;
+  r.i3 = r1 + c1;
+  r.w0 = (vy0 && vx0) ? hy * hx * m : 0.f;
+  r.w1 = (vy0 && vx1) ? hy * lx * m : 0.f;
+  r.w2 = (vy1 && vx0) ? ly * hx * m : 0.f;
+  r.w3 = (vy1 && vx1) ? ly * lx * m : 0.f;
   return r;
 }
 
@@ -527,7 +539,7 @@ __device__ __forceinline__ void gemm_impl(
       const int r = sr + t * (GTHREADS / GBN);
       float v = geo.w0 * to_f(raw[t][0]) + geo.w1 * to_f(raw[t][1]) + geo.w2 * to_f(raw[t][2]) +
                 geo.w3 * to_f(raw[t][3]);
-      Bs[buf][r][sp] = from_f<T>(r < len ? v : 0.f);
+      Bs[buf][r][sp] = from_f<T>(r < len && !signbit(geo.w0) ? v : 0.f);
     }
   };
 
@@ -622,7 +634,8 @@ __device__ __forceinline__ void splitk_sum_impl(const float* __restrict__ part, 
 T2T_DEFORM_ENTRY(deform_conv2d_fp32_m16, float, 16, 128, 16, 2, 4)
 T2T_DEFORM_ENTRY(deform_conv2d_fp16_m16, __half, 16, 128, 16, 2, 4)
 
-#if __CUDA_ARCH__ >= 800
+// -DT2T_DEFORM_F32_SIMT selects the CUDA-core fp32 path on sm_80+ too (benchmarks compare the two)
+#if __CUDA_ARCH__ >= 800 && !defined(T2T_DEFORM_F32_SIMT)
 #define T2T_DEFORM_F32_MMA t2t_deform::MmaTf32x3
 #else
 #define T2T_DEFORM_F32_MMA t2t_deform::SimtF32

@@ -6,6 +6,8 @@ sim runs (plain torch ops: per-ROI interpolation matrices and einsum, independen
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -109,11 +111,14 @@ def reference(
     rh = r[:, 4] * spatial_scale - half - y1
     if not aligned:
         rw, rh = rw.clamp(min=1.0), rh.clamp(min=1.0)
-    bin_h, bin_w = rh / ph, rw / pw
+    # NOTE: divide by tensors, not Python numbers: CUDA torch computes ``t / number`` as
+    # ``t * (1 / number)``, one ulp off torchvision's division, which moves FPN-sized coordinates
+    # by ~3e-5 and can change an adaptive ceil(size / bins)
+    bin_h, bin_w = rh / torch.full_like(rh, ph), rw / torch.full_like(rw, pw)
     if sampling_ratio > 0:
         gh = gw = torch.full((k,), sampling_ratio, device=x.device, dtype=torch.long)
     else:
-        gh, gw = torch.ceil(rh / ph).long(), torch.ceil(rw / pw).long()
+        gh, gw = torch.ceil(bin_h).long(), torch.ceil(bin_w).long()
     count = (gh * gw).clamp(min=1).to(acc)
     ay = _axis_weights(y1, bin_h, gh, ph, h, acc)
     ax = _axis_weights(x1, bin_w, gw, pw, w, acc)
@@ -300,6 +305,17 @@ PLUGIN = declare_plugin(
     doc="RoIAlign (torchvision.ops.roi_align).",
 )
 
+def variant(layout: str) -> PluginDef:
+    """:data:`PLUGIN` with its launch rule forced to the direct ("nchw") or the channels-last ("nhwc")
+    path: same kernels, contract and reference (tests and benchmarks compare the two)."""
+    if layout not in ("nchw", "nhwc"):
+        raise PluginError(f"roi_align: layout must be 'nchw' or 'nhwc', got {layout!r}")
+    assert PLUGIN.cuda is not None
+    cuda = dataclasses.replace(PLUGIN.cuda, launch=functools.partial(launch, layout=layout))
+    return dataclasses.replace(PLUGIN, cuda=cuda)
+
+
 __all__ = [
-    "KERNEL", "PLUGIN", "launch", "reference", "rois_from_boxes", "shape", "use_channels_last", "validate", "workspace",
+    "KERNEL", "PLUGIN", "launch", "reference", "rois_from_boxes", "shape", "use_channels_last", "validate", "variant",
+    "workspace",
 ]

@@ -77,6 +77,7 @@ void report_error(const char* msg);
 }  // namespace t2t_emu
 
 // ---------------------------------------------------------------------------------- math builtins
+using std::signbit;  // CUDA's math API has it in the global namespace
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __expf(float x) { return expf(x); }
