@@ -19,7 +19,7 @@ import torch
 from torch2trt_lite import sim
 from torch2trt_lite.sim import torch_dtype
 
-trt = sim.api("10.16")
+trt: Any = sim.api("10.16")
 
 
 def run(build: Callable[[Any, Any], Any], x: torch.Tensor, device: str) -> torch.Tensor:

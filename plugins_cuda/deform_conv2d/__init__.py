@@ -185,7 +185,7 @@ def _geometry(info: LaunchInfo) -> dict[str, int]:
     }
 
 
-def _plan(info: LaunchInfo, splits: int | None = None) -> dict[str, int]:
+def launch_plan(info: LaunchInfo, splits: int | None = None) -> dict[str, int]:
     """Kernel choice, split-K factor and workspace layout (bytes) for one set of shapes; ``splits``
     forces the split-K factor of the gemm path (benchmarks and tests)."""
     d = _geometry(info)
@@ -214,12 +214,12 @@ def _plan(info: LaunchInfo, splits: int | None = None) -> dict[str, int]:
 
 
 def workspace(info: LaunchInfo, splits: int | None = None) -> int:
-    return _plan(info, splits)["workspace"]
+    return launch_plan(info, splits)["workspace"]
 
 
 def launch(info: LaunchInfo, splits: int | None = None) -> list[Launch]:
     d = _geometry(info)
-    plan = _plan(info, splits)
+    plan = launch_plan(info, splits)
     n, groups, cout, ho, wo = d["n"], d["groups"], d["cout"], d["ho"], d["wo"]
     a = info.attrs
     dt = "fp16" if info.dtype == torch.float16 else "fp32"
@@ -373,4 +373,4 @@ def variant(*, splits: int | None = None, f32_simt: bool = False) -> PluginDef:
     return dataclasses.replace(PLUGIN, cuda=cuda)
 
 
-__all__ = ["ENTRY_POINTS", "KERNEL", "PLUGIN", "launch", "reference", "shape", "validate", "variant", "workspace"]
+__all__ = ["ENTRY_POINTS", "KERNEL", "PLUGIN", "launch", "launch_plan", "reference", "shape", "validate", "variant", "workspace"]
