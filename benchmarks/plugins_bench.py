@@ -243,7 +243,7 @@ def bench_roi(pdef: PluginDef, cfg: dict[str, Any], dtype: torch.dtype, repeats:
             "kernels": forced.kernels, "rel_err_vs_reference": rel_err(out_l, ref),
             **cuda_time(forced, repeats, warmup),
             "per_kernel": forced.per_kernel(  # NOTE: the transpose is the memory-bound one
-                {f"roi_align_nchw_to_nhwc_{'fp16' if dtype == torch.float16 else 'fp32'}": 2 * nbytes(x)}, repeats, warmup
+                {k: 2 * nbytes(x) for k in forced.kernels if "nchw_to_nhwc" in k}, repeats, warmup
             ),
         }
     try:

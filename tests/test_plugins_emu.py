@@ -429,6 +429,7 @@ NHWC_CASES = {
     "c40_7x7_sr2_aligned": (2, 40, 23, 31, (7, 7), 0.5, 2, True, 30),
     "c64_14x14_adaptive": (1, 64, 12, 15, (14, 14), 1.0, -1, False, 8),
     "c32_3x5_sr1": (3, 32, 9, 8, (3, 5), 0.25, 1, True, 12),
+    "c98_tiles_with_tails": (1, 98, 10, 13, (7, 7), 0.5, 2, True, 40),  # NOTE: fp16: the half2 transpose
 }
 
 
@@ -454,6 +455,24 @@ def test_roi_align_channels_last_path_equals_the_direct_path(case: str, dtype: t
     )
     want = ROI_ALIGN.reference(x.float(), rois.float(), **attrs)
     assert rel_err(nhwc, want) <= TOL[dtype], f"relative error {rel_err(nhwc, want):.3g}"
+
+
+def test_roi_align_half2_transpose_on_an_input_at_an_odd_half() -> None:
+    """The fp16 channels-last transpose moves half2 words; an input view starting at an odd half
+    (not 4-byte aligned) takes its element-wise loads and gives the same bits."""
+    n, c, h, w, out_size, scale, sr, aligned, k = NHWC_CASES["c32_3x5_sr1"]
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(n, c, h, w, generator=g).half()
+    odd = torch.empty(x.numel() + 1, dtype=torch.half)[1:].view_as(x)
+    odd.copy_(x)
+    assert odd.data_ptr() % 4 == 2
+    rois = _rois(n, h, w, scale, k, g).half()
+    attrs = {"output_size": out_size, "spatial_scale": scale, "sampling_ratio": sr, "aligned": aligned}
+    info = ROI_ALIGN.launch_info(ROI_ALIGN.resolve_attrs(attrs), [tuple(x.shape), tuple(rois.shape)], [x.dtype] * 2)
+    assert ROI_ALIGN.cuda is not None and ROI_ALIGN.cuda.launches(info)[0].kernel == "roi_align_nchw_to_nhwc_fp16x2"
+    (want,) = emulate_plugin(ROI_ALIGN, [x, rois], attrs)
+    (got,) = emulate_plugin(ROI_ALIGN, [odd, rois], attrs)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 
 def test_roi_align_direct_path_for_few_boxes_or_few_channels() -> None:

@@ -8,7 +8,7 @@
 //    are gathers spread over the ROI's rows of one channel plane: many cache lines per load.
 // 2. Channels-last (when many taps per input pixel make it pay, see the launch rule):
 //    roi_align_nchw_to_nhwc_* transposes the input into the workspace (tiled, coalesced both
-//    ways), then roi_align_nhwc_* runs one block per (roi, 32 channels): the lanes of a warp take
+//    ways; fp16 with even C and H*W as half2: roi_align_nchw_to_nhwc_fp16x2), then roi_align_nhwc_* runs one block per (roi, 32 channels): the lanes of a warp take
 //    32 consecutive channels of the same sample point, so each tap is one coalesced 128-byte (fp32)
 //    load; warps take bins. The block's [32 channels x bins] results go through shared memory so
 //    the output chunk out[k, c0:c0+32, :, :], contiguous in NCHW, is written coalesced.
@@ -145,6 +145,44 @@ __device__ __forceinline__ void nchw_to_nhwc_impl(const T* __restrict__ in, T* _
   }
 }
 
+// fp16 with even C and H*W: 64 x 64 tiles moved as half2 both ways, so a warp reads and writes whole
+// 128-byte rows (the element tile above moves 64-byte rows of halves) and a thread has 32 bytes in
+// flight. Each thread loads two channels' half2 at the same pixel pair and swaps them in registers
+// (a 2 x 2 transpose), so the shared tile holds channel pairs: tile[c / 2][hw]. Block (32, 8), grid
+// (ceil(HW/64), ceil(C/64), N).
+__device__ __forceinline__ void nchw_to_nhwc_h2_impl(const __half* __restrict__ in, __half* __restrict__ out, int C,
+                                                     int HW) {
+  __shared__ __half2 tile[32][65];  // [channel pair][pixel], +1: conflict-free column reads
+  const long long n = blockIdx.z;
+  const int hw0 = blockIdx.x * 64, c0 = blockIdx.y * 64;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const __half* __restrict__ src = in + n * C * HW;
+  __half* __restrict__ dst = out + n * C * HW;
+  const __half2 zero = __floats2half2_rn(0.f, 0.f);
+  const bool vec = (reinterpret_cast<unsigned long long>(in) & 3) == 0;  // NOTE: uniform over the grid
+  for (int cp = ty; cp < 32; cp += 8) {
+    const int c = c0 + 2 * cp, hw = hw0 + 2 * tx;  // NOTE: C, HW even: c + 1 < C and hw + 1 < HW follow
+    __half2 a = zero, b = zero;
+    if (c < C && hw < HW) {
+      const __half* pa = src + (long long)c * HW + hw;
+      if (vec) {
+        a = *reinterpret_cast<const __half2*>(pa);
+        b = *reinterpret_cast<const __half2*>(pa + HW);
+      } else {  // NOTE: an input that starts at an odd half (a view); TensorRT's tensors never do
+        a = __halves2half2(pa[0], pa[1]);
+        b = __halves2half2(pa[HW], pa[HW + 1]);
+      }
+    }
+    tile[cp][2 * tx] = __halves2half2(__low2half(a), __low2half(b));
+    tile[cp][2 * tx + 1] = __halves2half2(__high2half(a), __high2half(b));
+  }
+  __syncthreads();
+  for (int j = ty; j < 64; j += 8) {
+    const int hw = hw0 + j, c = c0 + 2 * tx;
+    if (hw < HW && c < C) *reinterpret_cast<__half2*>(dst + (long long)hw * C + c) = tile[tx][j];
+  }
+}
+
 // Channels-last RoIAlign: block (kNhwcWarps * 32) per (roi k = blockIdx.x, channels c0 = 32 * blockIdx.y).
 template <typename T>
 __device__ __forceinline__ void roi_align_nhwc_impl(const T* __restrict__ nhwc, const T* __restrict__ rois,
@@ -199,3 +237,8 @@ T2T_ROI_ALIGN_ENTRY(roi_align_fp32, float)
 T2T_ROI_ALIGN_ENTRY(roi_align_fp16, __half)
 T2T_ROI_ALIGN_NHWC_ENTRIES(fp32, float)
 T2T_ROI_ALIGN_NHWC_ENTRIES(fp16, __half)
+
+extern "C" __global__ void __launch_bounds__(256)
+    roi_align_nchw_to_nhwc_fp16x2(const __half* __restrict__ in, __half* __restrict__ out, int C, int HW) {
+  t2t_roi_align::nchw_to_nhwc_h2_impl(in, out, C, HW);
+}
