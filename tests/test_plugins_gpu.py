@@ -120,8 +120,10 @@ def test_roi_align_at_fpn_coordinates_matches_reference_and_torchvision(
     nvrtc: Any, sampling_ratio: int, aligned: bool
 ) -> None:
     """fp32 at FPN coordinates (x ~ 300, where one ulp is 3e-5): the kernel, the torch reference on
-    CUDA and torchvision's CUDA op agree to 1e-5. The 2026-11-29 bench saw 2.8e-5 against the reference:
-    CUDA torch divided by the Python-number bin count through a reciprocal (fixed in the reference)."""
+    CUDA and torchvision's CPU op agree to 1e-5. The 2026-11-29 bench saw 2.8e-5 against the reference:
+    CUDA torch divided by the Python-number bin count through a reciprocal (fixed in the reference).
+    torchvision's CUDA op is compiled with FMA contraction, which rounds coordinates differently; its
+    distance is printed, not asserted (the bench records it too)."""
     g = torch.Generator().manual_seed(SEED)
     x = torch.randn(2, 48, 200, 304, generator=g).cuda()
     xy = torch.rand(500, 2, generator=g) * torch.tensor([1216.0, 800.0]) * 0.8
@@ -132,10 +134,14 @@ def test_roi_align_at_fpn_coordinates_matches_reference_and_torchvision(
     (got,) = nvrtc.run_plugin(RA, [x, rois], resolved, outputs=_poisoned(RA, [x, rois], resolved))
     torch.cuda.synchronize()
     want = RA.reference(x, rois, **attrs)
-    tv = torchvision.ops.roi_align(x, rois, (7, 7), 0.25, sampling_ratio, aligned)
-    assert _rel_err(want, tv) <= 1e-5, f"seed {SEED}: reference vs torchvision {_rel_err(want, tv):.3g}"
+    tv_cpu = torchvision.ops.roi_align(x.cpu(), rois.cpu(), (7, 7), 0.25, sampling_ratio, aligned)
+    tv_cuda = torchvision.ops.roi_align(x, rois, (7, 7), 0.25, sampling_ratio, aligned)
+    print(f"\nFPN sr={sampling_ratio}: kernel vs torchvision CUDA {_rel_err(got, tv_cuda):.3g}, "
+          f"vs torchvision CPU {_rel_err(got.cpu(), tv_cpu):.3g}, reference vs torchvision CPU "
+          f"{_rel_err(want.cpu(), tv_cpu):.3g}")
+    assert _rel_err(want.cpu(), tv_cpu) <= 1e-5, f"seed {SEED}: reference vs torchvision {_rel_err(want.cpu(), tv_cpu):.3g}"
     assert _rel_err(got, want) <= 1e-5, f"seed {SEED}: kernel vs reference {_rel_err(got, want):.3g}"
-    assert _rel_err(got, tv) <= 1e-5, f"seed {SEED}: kernel vs torchvision {_rel_err(got, tv):.3g}"
+    assert _rel_err(got.cpu(), tv_cpu) <= 1e-5, f"seed {SEED}: kernel vs torchvision {_rel_err(got.cpu(), tv_cpu):.3g}"
 
 
 def test_loaded_kernels_use_no_local_memory(nvrtc: Any) -> None:
