@@ -326,6 +326,28 @@ def test_deform_conv2d_inf_reaches_only_the_samples_that_touch_it(case: str, dty
     assert rel_err(got[finite], tv[finite]) <= TOL[dtype]
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+def test_deform_conv2d_nan_in_the_mask_reaches_the_output(dtype: torch.dtype, arch: int) -> None:
+    """A NaN mask value (either sign: x86 makes negative NaNs) poisons its outputs, as in torchvision:
+    the kernel's mark for a sample outside the image (w0 = -0.0) must not catch a NaN weight."""
+    n, cin, h, w, cout, (kh, kw), groups, og, stride, padding, dilation, _, _ = DEFORM_CASES["v2_basic"]
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(n, cin, h, w, generator=g)
+    off = torch.randn(n, 2 * og * kh * kw, h, w, generator=g) * 0.5
+    wt = torch.randn(cout, cin // groups, kh, kw, generator=g)
+    mask = torch.rand(n, og * kh * kw, h, w, generator=g)
+    mask[0, 4, 2, 3] = float("nan")
+    mask[1, 0, 5, 5] = -torch.tensor(float("nan"))
+    assert torch.signbit(mask[1, 0, 5, 5])
+    geo = {"stride": stride, "padding": padding, "dilation": dilation}
+    cast = [t.to(dtype) for t in (x, off, wt, mask)]
+    got = _both_orders(DEFORM, [*cast, None], {**geo, "has_mask": True, "has_bias": False}, arch)
+    tv = torchvision.ops.deform_conv2d(*[t.float() for t in cast[:3]], None, mask=cast[3].float(), **geo)
+    assert int(torch.isnan(tv).sum()) == 2 * cout
+    assert torch.equal(torch.isnan(got), torch.isnan(tv))
+
+
 def _check_deform_case(pdef: Any, case: str, dtype: torch.dtype, arch: int) -> None:
     n, cin, h, w, cout, (kh, kw), groups, og, stride, padding, dilation, has_mask, has_bias = DEFORM_CASES[
         case

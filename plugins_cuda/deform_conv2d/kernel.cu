@@ -197,7 +197,8 @@ template <> struct Cfg<__half> {
 // it (an inf/NaN elsewhere in the plane cannot leak in):
 // * a corner outside the image gets weight 0 and the index of an in-image corner of the same
 //   sample (clamped row/column), so its term is 0 * (a value the sample reads anyway);
-// * a sample wholly outside the image gets index 0 and w0 = -0.0, a mark the blend turns into an
+// * a sample wholly outside the image gets index 0 and w0 = -0.0 (bit pattern 0x80000000, so a
+//   NaN mask is never taken for it), a mark the store turns into an
 //   exact 0 (a sample inside has hy * hx > 0, so its w0 is -0.0 only for a mask of -0.0).
 struct Geo {
   int i0, i1, i2, i3;
@@ -539,7 +540,7 @@ __device__ __forceinline__ void gemm_impl(
       const int r = sr + t * (GTHREADS / GBN);
       float v = geo.w0 * to_f(raw[t][0]) + geo.w1 * to_f(raw[t][1]) + geo.w2 * to_f(raw[t][2]) +
                 geo.w3 * to_f(raw[t][3]);
-      Bs[buf][r][sp] = from_f<T>(r < len && !signbit(geo.w0) ? v : 0.f);
+      Bs[buf][r][sp] = from_f<T>(r < len && __float_as_uint(geo.w0) != 0x80000000u ? v : 0.f);  // NOTE: exactly -0.0
     }
   };
 
