@@ -357,6 +357,7 @@ PLUGIN = declare_plugin(
     doc="Deformable 2-D convolution (torchvision.ops.deform_conv2d).",
 )
 
+
 def variant(*, splits: int | None = None, f32_simt: bool = False) -> PluginDef:
     """:data:`PLUGIN` with the gemm path's split-K factor forced (``splits``) and/or fp32 on CUDA-core
     FMAs on sm_80+ too (``f32_simt``, instead of 3xTF32 wmma): same contract and reference. The

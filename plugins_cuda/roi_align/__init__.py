@@ -310,6 +310,7 @@ PLUGIN = declare_plugin(
     doc="RoIAlign (torchvision.ops.roi_align).",
 )
 
+
 def variant(layout: str) -> PluginDef:
     """:data:`PLUGIN` with its launch rule forced to the direct ("nchw") or the channels-last ("nhwc")
     path: same kernels, contract and reference (tests and benchmarks compare the two)."""
