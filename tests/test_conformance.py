@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.sim.netbuilder import output_allocator
 from torch2trt_lite.sim import api, torch_dtype
 
 CASES_PATH = Path(__file__).parent / "data" / "trt_conformance" / "cases.json"
@@ -142,26 +143,6 @@ def replay_network(case: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     return trt, refs
 
 
-def _make_allocator(trt: Any) -> Any:
-    class _Allocator(trt.IOutputAllocator):  # type: ignore[misc, name-defined]
-        """Keeps a torch buffer per output; TensorRT asks for memory once the size is known."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.buffers: dict[str, torch.Tensor] = {}
-            self.shapes: dict[str, tuple[int, ...]] = {}
-
-        def reallocate_output(self, tensor_name: str, memory: int, size: int, alignment: int) -> int:
-            buf = torch.empty(max(int(size), 1), dtype=torch.uint8, device=DEVICE)
-            self.buffers[tensor_name] = buf
-            return int(buf.data_ptr())
-
-        def notify_shape(self, tensor_name: str, shape: Any) -> None:
-            self.shapes[tensor_name] = tuple(int(d) for d in shape)
-
-    return _Allocator()
-
-
 def run_engine(
     trt: Any, engine: Any, inputs: dict[str, dict[str, Any]], out_names: list[str]
 ) -> dict[str, torch.Tensor]:
@@ -189,7 +170,7 @@ def run_engine(
             outputs[name] = dict(zip(inputs, keep, strict=True))[alias]
             context.set_tensor_address(name, outputs[name])
         elif any(d < 0 for d in shape):
-            allocator = allocator or _make_allocator(trt)
+            allocator = allocator or output_allocator(trt, DEVICE)
             assert context.set_output_allocator(name, allocator)
         else:
             outputs[name] = torch.empty(shape, dtype=dtype, device=DEVICE)

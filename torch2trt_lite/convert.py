@@ -121,7 +121,7 @@ def convert(
         "plugins": uses_plugins,
     }
     t_load = time.perf_counter()
-    module = TRTModule(plan if isinstance(plan, (bytes, bytearray)) else bytes(plan), meta)
+    module = TRTModule(plan, meta)  # NOTE: TRTModule takes bytes-like plans as they are
     t_load = time.perf_counter() - t_load
     module.conversion_time_s = time.perf_counter() - t0
     module.conversion_stats = {"trace_s": t_trace, "build_s": t_build, "load_s": t_load}

@@ -135,11 +135,11 @@ class _Guard(TorchFunctionMode):
         if record is None and getattr(func, "__name__", None) == "__get__":  # a Tensor property (x.T)
             prop = tracer.registry.get(f"torch.Tensor.{name}")
             if prop is not None and prop.kind == "property":
-                return _dispatch(prop, func, args, kwargs)
+                return _convert(tracer, prop, func, args, kwargs)
         if record is not None:
             # NOTE: a reference to the original taken before patching (``self.act = F.relu``)
             # reaches us here instead of through the patched attribute: convert it all the same.
-            return _dispatch(record, getattr(func, "__torch2trt_lite_original__", func), args, kwargs)
+            return _convert(tracer, record, getattr(func, "__torch2trt_lite_original__", func), args, kwargs)
         qual = _func_qualname(func)
         reason = "no converter is registered for this call on a traced tensor"
         if name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy", "__array__"):
@@ -171,7 +171,7 @@ class Tracer:
         self.scope: list[str] = []
         self.problems: list[Unsupported] = []
         self._traced_ids: Callable[[Any], bool] = ctx.is_traced
-        self.guard: _Guard | None = None  # the strict guard while active (see _dispatch)
+        self.guard: _Guard | None = None  # the strict guard while active (see _convert)
         self._hooks: list[Any] = []
         self._token: contextvars.Token[Tracer | None] | None = None
         self._patched: list[tuple[Any, str, bool, Any]] = []
@@ -218,10 +218,11 @@ class Tracer:
 
         @functools.wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            # NOTE: _dispatch inlined: most calls are made by converters (busy) and return at once
             tracer = _ACTIVE.get()
-            if tracer is None or tracer.busy:  # NOTE: the common case (calls made by converters), inline
+            if tracer is None or tracer.busy or not tracer.touches_traced(args, kwargs):
                 return original(*args, **kwargs)
-            return _dispatch(record, original, args, kwargs)
+            return _convert(tracer, record, original, args, kwargs)
 
         wrapper.__torch2trt_lite_original__ = original  # type: ignore[attr-defined]
         return wrapper
@@ -379,10 +380,15 @@ def _restore_all() -> None:
 
 def _dispatch(record: ConverterRecord, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     tracer = _ACTIVE.get()
-    if tracer is None or tracer.busy:
+    if tracer is None or tracer.busy or not tracer.touches_traced(args, kwargs):
         return original(*args, **kwargs)
-    if not tracer.touches_traced(args, kwargs):
-        return original(*args, **kwargs)
+    return _convert(tracer, record, original, args, kwargs)
+
+
+def _convert(
+    tracer: Tracer, record: ConverterRecord, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Run and convert a call on traced tensors (the caller checked: ``tracer`` active and not busy)."""
     tracer.busy = True
     guard = tracer.guard
     popped = _pop_guard(guard)

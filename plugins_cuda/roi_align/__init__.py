@@ -197,14 +197,11 @@ def launch(info: LaunchInfo, layout: str = "auto") -> list[Launch]:
         if n > 65535 or cdiv(c, 32) > 65535:
             raise PluginError(f"roi_align: batch {n} or channels {c} exceed CUDA's grid limit")
         chunks = cdiv(c, NHWC_CHANNELS)
-        if dt == "fp16" and c % 2 == 0 and h * w % 2 == 0:  # NOTE: half2 both ways, 64 x 64 tiles
-            transpose = Launch("roi_align_nchw_to_nhwc_fp16x2", (cdiv(h * w, 64), cdiv(c, 64), n), (32, 8, 1),
-                               (In("input"), Workspace(), I32(c), I32(h * w)))
-        else:
-            transpose = Launch(f"roi_align_nchw_to_nhwc_{dt}", (cdiv(h * w, 32), cdiv(c, 32), n), (32, 8, 1),
-                               (In("input"), Workspace(), I32(c), I32(h * w)))
+        half2 = dt == "fp16" and c % 2 == 0 and h * w % 2 == 0  # NOTE: half2 both ways, 64 x 64 tiles
+        tile = 64 if half2 else 32
         return [
-            transpose,
+            Launch(f"roi_align_nchw_to_nhwc_{dt}{'x2' if half2 else ''}", (cdiv(h * w, tile), cdiv(c, tile), n),
+                   (32, 8, 1), (In("input"), Workspace(), I32(c), I32(h * w))),
             Launch(f"roi_align_nhwc_{dt}", (k, chunks, 1), THREADS,
                    (Workspace(), In("rois"), Out(0), I32(c), I32(h), I32(w), I32(ph), I32(pw), *box)),
         ]

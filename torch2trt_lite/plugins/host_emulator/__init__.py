@@ -24,6 +24,7 @@ plugin (launch rule, argument packing, workspace) with CPU tensors.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import math
 import os
@@ -38,7 +39,7 @@ from typing import Any
 import torch
 
 from torch2trt_lite.errors import PluginError
-from torch2trt_lite.plugins.api import Launch, PluginDef
+from torch2trt_lite.plugins.api import Launch, PluginDef, cdiv
 from torch2trt_lite.plugins.nvrtc import CACHE_ENV, pack_args
 
 HERE = Path(__file__).resolve().parent
@@ -69,14 +70,21 @@ def compiler() -> str | None:
     return _COMPILER[0]
 
 
-def _host_flags() -> list[str]:
+@functools.cache
+def _host_flags() -> tuple[str, ...]:
     """-mf16c where the CPU has F16C: half <-> float conversions become single instructions
     instead of library calls (same rounding), which makes fp16 kernels several times faster here."""
     try:
         with open("/proc/cpuinfo") as f:
-            return ["-mf16c"] if " f16c" in f.read() else []
+            return ("-mf16c",) if " f16c" in f.read() else ()
     except OSError:
-        return []
+        return ()
+
+
+@functools.cache
+def _runtime_text() -> str:
+    """The emulator's own sources (part of every build's cache key)."""
+    return "".join((HERE / f).read_text() for f in _RUNTIME_FILES)
 
 
 def _cache_dir() -> Path:
@@ -183,8 +191,8 @@ def build(
         raise PluginError(
             "CUDA emulator: no usable C++ compiler (set $CXX or install g++ 12 or newer: C++20 and _Float16)"
         )
-    runtime = "".join((HERE / f).read_text() for f in _RUNTIME_FILES)
-    host = _host_flags() + host_options(options)
+    runtime = _runtime_text()
+    host = [*_host_flags(), *host_options(options)]
     key = hashlib.sha256(
         "\0".join([source, filename, str(arch), ",".join(entry_points), runtime, cxx, *host]).encode()
     ).hexdigest()[:24]
@@ -281,7 +289,7 @@ def emulate_plugin(
     ws_bytes = pdef.cuda.workspace_bytes(info)
     nbytes = [math.prod(s) * torch.empty((), dtype=d).element_size() for s, d in shapes] + [ws_bytes]
     arenas = [
-        torch.full((_GUARD + _round_up(n, _GUARD) + _GUARD,), _GUARD_BYTE, dtype=torch.uint8) for n in nbytes
+        torch.full((_GUARD + cdiv(n, _GUARD) * _GUARD + _GUARD,), _GUARD_BYTE, dtype=torch.uint8) for n in nbytes
     ]
     outputs = [
         _poison(a[_GUARD : _GUARD + n].view(d).view(s))
@@ -313,10 +321,6 @@ def emulate_plugin(
 
 _GUARD = 256  # bytes of guard zone before and after every output and the workspace
 _GUARD_BYTE = 0xA5
-
-
-def _round_up(n: int, m: int) -> int:
-    return -(-n // m) * m
 
 
 __all__ = ["EmuModule", "build", "compiler", "emulate_plugin"]

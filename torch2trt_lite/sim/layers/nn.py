@@ -52,41 +52,30 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 
 @contextlib.contextmanager
-def _ieee_fp32(x: torch.Tensor) -> Iterator[None]:
-    """cuDNN runs fp32 convolutions in TF32 by default; compute them in full fp32 like the CPU."""
-    if x.device.type != "cuda" or x.dtype != torch.float32:
-        yield
-        return
-    conv = getattr(torch.backends.cudnn, "conv", None)
-    if conv is not None and hasattr(conv, "fp32_precision"):
-        prev = conv.fp32_precision
-        conv.fp32_precision = "ieee"
-        try:
-            yield
-        finally:
-            conv.fp32_precision = prev
-    else:
-        prev_flag = torch.backends.cudnn.allow_tf32
-        torch.backends.cudnn.allow_tf32 = False
-        try:
-            yield
-        finally:
-            torch.backends.cudnn.allow_tf32 = prev_flag
-
-
-@contextlib.contextmanager
-def _no_cudnn(active: bool) -> Iterator[None]:
-    """Run without cuDNN: its transposed-convolution algorithms sum in an order that loses exact
-    cancellations TensorRT and the CPU keep (Deconvolution/case_3d on an H200: 2e-3 where both give 0)."""
-    if not active:
-        yield
-        return
-    prev = torch.backends.cudnn.enabled
-    torch.backends.cudnn.enabled = False
+def _override(obj: Any, name: str, value: Any) -> Iterator[None]:
+    """``obj.name = value`` for the duration of the block (a torch backend flag)."""
+    prev = getattr(obj, name)
+    setattr(obj, name, value)
     try:
         yield
     finally:
-        torch.backends.cudnn.enabled = prev
+        setattr(obj, name, prev)
+
+
+def _ieee_fp32(x: torch.Tensor) -> contextlib.AbstractContextManager[None]:
+    """cuDNN runs fp32 convolutions in TF32 by default; compute them in full fp32 like the CPU."""
+    if x.device.type != "cuda" or x.dtype != torch.float32:
+        return contextlib.nullcontext()
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if conv is not None and hasattr(conv, "fp32_precision"):
+        return _override(conv, "fp32_precision", "ieee")
+    return _override(torch.backends.cudnn, "allow_tf32", False)
+
+
+def _no_cudnn(active: bool) -> contextlib.AbstractContextManager[None]:
+    """Run without cuDNN: its transposed-convolution algorithms sum in an order that loses exact
+    cancellations TensorRT and the CPU keep (Deconvolution/case_3d on an H200: 2e-3 where both give 0)."""
+    return _override(torch.backends.cudnn, "enabled", False) if active else contextlib.nullcontext()
 
 
 def _cached(rt: RunContext, key: Any, make: Any) -> Any:
