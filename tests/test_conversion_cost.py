@@ -8,6 +8,7 @@ import collections
 import ctypes
 import hashlib
 import struct
+import zlib
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ import torch2trt_lite.sim as trt
 from torch2trt_lite import tracer
 from torch2trt_lite.context import arg_tensors
 from torch2trt_lite.errors import EngineFileError, UnsupportedOperatorError
-from torch2trt_lite.sim import _plan
+from torch2trt_lite.sim import _crc, _plan
 from torch2trt_lite.sim._core import Weights
 
 
@@ -102,6 +103,31 @@ def test_format_1_plan_still_loads(converted: tuple) -> None:
     struct.pack_into("<I", unknown, 8, 7)
     with pytest.raises(EngineFileError, match="format version 7"):
         torch2trt_lite.TRTModule(bytes(unknown), t.metadata)
+
+
+
+def test_plan_trailer_is_zlib_crc32(converted: tuple) -> None:
+    _, _, t = converted
+    plan = bytes(t.plan)
+    assert struct.unpack_from("<I", plan, len(plan) - 4)[0] == zlib.crc32(plan[:-4])
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 4096, 100_003])
+def test_crc32_combine_matches_zlib(n: int) -> None:
+    g = torch.Generator().manual_seed(n)
+    data = torch.randint(0, 256, (2 * n + 5,), dtype=torch.uint8, generator=g).numpy().tobytes()
+    for cut in {0, n, len(data)}:
+        a, b = data[:cut], data[cut:]
+        assert _crc.combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(data)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_parallel_crc32_matches_zlib(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    monkeypatch.setattr(_crc, "_PIECE", 1000)  # pieces of a small buffer, so every split is taken
+    g = torch.Generator().manual_seed(threads)
+    data = torch.randint(0, 256, (10_007,), dtype=torch.uint8, generator=g).numpy().tobytes()
+    for n in (0, 999, 1000, 2500, len(data)):
+        assert _crc.crc32(memoryview(data[:n]), threads) == zlib.crc32(data[:n]), (threads, n)
 
 
 def test_saved_engine_round_trip(converted: tuple, tmp_path: object) -> None:

@@ -134,6 +134,28 @@ def test_bare_plan_is_written(structured: tuple, tmp_path: object) -> None:
         assert f.read() == t.plan
 
 
+def test_engine_file_is_header_then_plan(structured: tuple, tmp_path: object) -> None:
+    _, xs, t = structured
+    path, data = _saved(t, tmp_path)
+    assert data == engine_file.pack(t.metadata, t.plan)  # written in two pieces, the same bytes
+    header, plan = engine_file.read(path)
+    assert isinstance(plan, bytearray) and plan == t.plan and header == engine_file.unpack(data)[0]
+    with open(path, "ab") as f:
+        f.write(b"x")
+    with pytest.raises(EngineFileError, match="trailing data"):
+        torch2trt_lite.load(path)
+
+
+def test_uninitialized_buffers() -> None:
+    from torch2trt_lite import _buffers
+
+    buf = _buffers.uninitialized(1 << 20)
+    assert isinstance(buf, bytearray) and len(buf) == 1 << 20
+    buf[:] = b"\x01" * len(buf)  # writable in full
+    assert not _buffers.grow(buf, 10) and len(buf) == 1 << 20  # only an empty buffer grows
+    assert _buffers.uninitialized(0) == bytearray()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (runs the sim on CUDA tensors)")
 def test_sim_runs_on_cuda_tensors(structured: tuple) -> None:

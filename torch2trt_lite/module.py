@@ -246,7 +246,7 @@ class TRTModule(torch.nn.Module):
         """Write a standalone engine file (header + plan), atomically."""
         if self._engine is None:
             raise Torch2TRTError("this TRTModule holds no engine to save")
-        engine_file.atomic_write(path, engine_file.pack(self._meta, self._plan))
+        engine_file.write(path, self._meta, self._plan)
 
     def save_plan(self, path: str | os.PathLike[str]) -> None:
         """Write the bare serialized plan (for trtexec, Triton or C++), atomically."""

@@ -11,7 +11,7 @@ Layout (format version 2)::
 
 Version 1 plans (the same, with a 32-byte SHA-256 trailer instead of the CRC-32) still load. The
 checksum guards against truncation and corruption; building hashes every weight byte once, and
-CRC-32 does that at about twice the speed of SHA-256. (Engine files written by ``TRTModule.save``
+CRC-32 does that at about twice the speed of SHA-256, in pieces on several threads (``_crc``). (Engine files written by ``TRTModule.save``
 carry a SHA-256 of the whole plan in their own header as well.)
 
 Nothing in it is pickled: values are JSON (ints, floats, strings, lists), enum members by name,
@@ -25,15 +25,16 @@ import hashlib
 import json
 import struct
 import weakref
-import zlib
 from typing import Any
 
 import numpy as np
 import torch
 
+from .. import _buffers
 from ..errors import BuildError, EngineFileError, NetworkDefinitionError
 from . import _dtypes
 from ._core import DeferredWeights, ILayer, ITensor, RunContext, Weights
+from ._crc import crc32
 from ._enums import ENUMS, DataType, _TrtEnum
 
 MAGIC = b"T2TLSIMP"
@@ -268,36 +269,18 @@ def build(network: Any, config: Any, api_version: str, alloc: Any = bytearray) -
     del dst
     end = total - _CRC.size
     view[pos:end] = bytes(end - pos)
-    view[end:] = _CRC.pack(zlib.crc32(view[:end]))
+    view[end:] = _CRC.pack(crc32(view[:end]))
     return out
 
 
 _BIG = 1 << 16  # blobs copied by torch rather than by a memoryview assignment
 
 
-def _resize_prototype() -> Any:
-    try:
-        proto = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_ssize_t)
-        return proto(("PyByteArray_Resize", ctypes.pythonapi))
-    except (AttributeError, OSError):  # not CPython
-        return None
-
-
-_BYTEARRAY_RESIZE = _resize_prototype()
-
-
 def _new_buffer(alloc: Any, n: int) -> Any:
-    """An n-byte writable buffer made by ``alloc``, possibly uninitialized (write every byte).
-
-    ``bytearray(n)`` zero-fills, which on a fresh allocation means a page fault per 4 KiB before the
-    copy touches every page again; growing an empty bytearray with ``PyByteArray_Resize`` leaves the
-    pages untouched until the weights are copied in.
-    """
-    if _BYTEARRAY_RESIZE is not None and n > 0:
-        out = alloc(0)
-        if isinstance(out, bytearray) and not len(out):
-            _BYTEARRAY_RESIZE(out, n)  # raises MemoryError on failure (PYFUNCTYPE checks the error flag)
-            return out
+    """An n-byte writable buffer made by ``alloc``, possibly uninitialized (write every byte)."""
+    out = alloc(0)
+    if isinstance(out, bytearray) and _buffers.grow(out, n):
+        return out
     return alloc(n)
 
 
@@ -346,7 +329,7 @@ def parse(data: bytes | bytearray | memoryview) -> tuple[dict[str, Any], memoryv
         if version == 1:
             ok = hashlib.sha256(buf[:-tail]).digest() == bytes(buf[-tail:])
         else:
-            ok = zlib.crc32(buf[:-tail]) == _CRC.unpack_from(buf, len(buf) - tail)[0]
+            ok = crc32(buf[:-tail]) == _CRC.unpack_from(buf, len(buf) - tail)[0]
         if not ok:
             raise EngineFileError("sim plan checksum mismatch: the data is truncated or corrupt")
     start = _HEAD.size
