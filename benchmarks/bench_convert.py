@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import statistics
+import tempfile
 import time
 from typing import Any
 
@@ -95,6 +96,11 @@ def bench(name: str, shape: tuple[int, ...], repeat: int, onnx: bool) -> dict[st
         sim = statistics.median(sim_runs)
         ref = model(x)
         err = float((trt_model(x) - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
+    with tempfile.TemporaryDirectory() as tmp:  # the engine file round trip a deployment pays
+        path = os.path.join(tmp, f"{name}.engine")
+        save_runs = timed(lambda: trt_model.save(path), repeat)
+        load_runs = timed(lambda: torch2trt_lite.load(path), repeat)
+        engine_bytes = os.path.getsize(path)
     onnx_s = onnx_export_time(model, x) if onnx else None
     return {
         "model": name,
@@ -108,6 +114,9 @@ def bench(name: str, shape: tuple[int, ...], repeat: int, onnx: bool) -> dict[st
         "first_conversion_s": first_s,  # the warm-up: includes importing the converters
         "conversion_stats": best_stats,
         "sim_run_s": sim,
+        "engine_file_bytes": engine_bytes,
+        "engine_save_s": statistics.median(save_runs),
+        "engine_load_s": statistics.median(load_runs),
         "onnx_dynamo_export_s": onnx_s,
         "conversion_over_eager": conversion / eager,
         "conversion_over_eager_min": min(conv_runs) / min(eager_runs),
