@@ -552,9 +552,12 @@ def _fake_tensorrt() -> types.SimpleNamespace:
     )
 
 
-def _desc(dtype: Any, dims: Sequence[int] = (), fmt: Any = None) -> types.SimpleNamespace:
+def _desc(dtype: Any, dims: Sequence[int] = (), fmt: Any = None, lo: Sequence[int] | None = None,
+          hi: Sequence[int] | None = None) -> types.SimpleNamespace:
+    """A DynamicPluginTensorDesc stand-in; ``lo`` / ``hi`` give the profile's min / max (default: dims)."""
     d = types.SimpleNamespace(type=dtype, format=fmt if fmt is not None else sim.TensorFormat.LINEAR, dims=tuple(dims))
-    return types.SimpleNamespace(desc=d, min=tuple(dims), opt=tuple(dims), max=tuple(dims))
+    return types.SimpleNamespace(desc=d, min=tuple(lo if lo is not None else dims), opt=tuple(dims),
+                                 max=tuple(hi if hi is not None else dims))
 
 
 def test_tensorrt_plugin_build_and_runtime_methods_with_a_stand_in_module(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -594,6 +597,14 @@ def test_tensorrt_plugin_build_and_runtime_methods_with_a_stand_in_module(monkey
     assert plugin.get_workspace_size([_desc(F, s) for s in ws_in], [_desc(F)]) == 0  # C_out/groups <= 16: none
     ws_in[2] = (40, 4, 3, 3)  # gemm path: relaid-out weights (C_out_g padded to 128) + 2 split-K partials
     assert plugin.get_workspace_size([_desc(F, s) for s in ws_in], [_desc(F)]) == 9 * 4 * 128 * 4 + 2 * 40 * 25 * 4
+    # a dynamic batch: the workspace must cover the profile's largest shapes (TensorRT allocates it once)
+    big = [(3, *s[1:]) if k != 2 else s for k, s in enumerate(ws_in)]
+    small = [(1, *s[1:]) if k != 2 else s for k, s in enumerate(ws_in)]
+    dyn = [_desc(F, (-1, *s[1:]) if k != 2 else s, lo=lo, hi=hi)
+           for k, (s, lo, hi) in enumerate(zip(ws_in, small, big, strict=True))]
+    want = plugin.get_workspace_size([_desc(F, s) for s in big], [_desc(F)])
+    assert want > plugin.get_workspace_size([_desc(F, s) for s in small], [_desc(F)])
+    assert plugin.get_workspace_size(dyn, [_desc(F)]) == want
     # serialization: fields -> creator (RUNTIME phase) -> the same attributes
     fields = plugin.get_fields_to_serialize()
     creator = trt.get_plugin_registry().get_creator("deform_conv2d", "1", "torch2trt_lite")
@@ -604,14 +615,18 @@ def test_tensorrt_plugin_build_and_runtime_methods_with_a_stand_in_module(monkey
     seen: dict[str, Any] = {}
 
     def fake_run(cuda: Any, info: Any, ins: Any, outs: Any, ws: int, stream: int) -> None:
-        seen.update(kernels=[lc.kernel for lc in cuda.launches(info)], ins=ins, outs=outs, stream=stream,
+        seen.update(kernels=[lc.kernel for lc in cuda.launches(info)], ins=ins, outs=outs, ws=ws, stream=stream,
                     out_shape=info.outputs[0])
 
     monkeypatch.setattr(nvrtc, "run_launches", fake_run)
     shapes = [(2, 4, 9, 11), (2, 18, 5, 7), (6, 4, 3, 3), (2, 9, 5, 7)]
-    again.enqueue([_desc(H, s).desc for s in shapes], [_desc(H).desc], [1, 2, 3, 4], [5], 0, 77)
-    assert seen == {"kernels": ["deform_conv2d_fp16_m16"], "ins": [1, 2, 3, 4], "outs": [5], "stream": 77,
-                    "out_shape": (2, 6, 5, 7)}
+    again.enqueue([_desc(H, s).desc for s in shapes], [_desc(H).desc], [1, 2, 3, 4], [5], 4096, 77)
+    assert seen == {"kernels": ["deform_conv2d_fp16_m16"], "ins": [1, 2, 3, 4], "outs": [5], "ws": 4096,
+                    "stream": 77, "out_shape": (2, 6, 5, 7)}
+    shapes[2] = (40, 4, 3, 3)  # the gemm path: its launches use the workspace TensorRT passes
+    again.enqueue([_desc(H, s).desc for s in shapes], [_desc(H).desc], [1, 2, 3, 4], [5], 8192, 78)
+    assert seen["kernels"][:2] == ["deform_conv2d_fp16_wprep", "deform_conv2d_fp16_gemm"]
+    assert (seen["ws"], seen["stream"], seen["out_shape"]) == (8192, 78, (2, 40, 5, 7))
 
 
 def _manifest(version: str) -> dict[str, Any]:

@@ -92,14 +92,14 @@ def _ipow(x: torch.Tensor) -> torch.Tensor:
 
 
 def _iand(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    x = x & y
-    x &= y
+    x = x | y
+    x &= y  # (x | y) & y == y; a no-op &= would leave x | y
     return x
 
 
 def _ior(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    x = x | y
-    x |= y
+    x = x & y
+    x |= y  # (x & y) | y == y; a no-op |= would leave x & y
     return x
 
 
@@ -127,6 +127,14 @@ def bools() -> list[torch.Tensor]:
 
 def ipair() -> list[torch.Tensor]:
     return [ints(2, 3, 4), ints(2, 3, 4, seed=1)]
+
+
+def rounded_pair() -> list[torch.Tensor]:  # equal pairs and zeros occur (comparisons, logical ops)
+    return [randn(2, 3, 4).round(), randn(2, 3, 4, seed=1).round()]
+
+
+def small_ipair() -> list[torch.Tensor]:  # -1, 0, 1: both-zero pairs occur
+    return [ints(2, 3, 4, lo=-1, hi=2), ints(2, 3, 4, lo=-1, hi=2, seed=1)]
 
 
 def i64pair() -> list[torch.Tensor]:
@@ -253,8 +261,8 @@ CASES = [
     Case("ne_op", lambda x: x != 2, lambda: [ints(3, 4, lo=0, hi=3)], targets=[T + "__ne__"]),
     Case("ne_method", lambda x, y: x.ne(y), bools, targets=[T + "ne"]),
     Case("ne_method_not_equal", lambda x, y: x.not_equal(y), bools, targets=[T + "not_equal"]),
-    Case("ne_inplace", inplace(lambda x, y: x.ne_(y)), xy, targets=[T + "ne_"]),
-    Case("ne_inplace_not_equal", inplace(lambda x, y: x.not_equal_(y)), xy, targets=[T + "not_equal_"]),
+    Case("ne_inplace", inplace(lambda x, y: x.ne_(y)), rounded_pair, targets=[T + "ne_"]),
+    Case("ne_inplace_not_equal", inplace(lambda x, y: x.not_equal_(y)), rounded_pair, targets=[T + "not_equal_"]),
     Case("lt_fn", torch.lt, xb, targets=["torch.lt"]),
     Case("lt_less", torch.less, xy, targets=["torch.less"]),
     Case("lt_op", lambda x: x < 0.5, x1, targets=[T + "__lt__"]),
@@ -292,8 +300,8 @@ CASES = [
     Case("logical_and_method", lambda x, y: x.logical_and(y), bools, targets=[T + "logical_and"]),
     Case("logical_and_inplace", lambda x, y: (x | y).logical_and_(y), bools, targets=[T + "logical_and_"]),
     Case("logical_or_fn", torch.logical_or, bools, targets=["torch.logical_or"]),
-    Case("logical_or_method", lambda x, y: x.logical_or(y), ipair, targets=[T + "logical_or"]),
-    Case("logical_or_inplace", inplace(lambda x, y: x.logical_or_(y)), xy, targets=[T + "logical_or_"]),
+    Case("logical_or_method", lambda x, y: x.logical_or(y), small_ipair, targets=[T + "logical_or"]),
+    Case("logical_or_inplace", inplace(lambda x, y: x.logical_or_(y)), rounded_pair, targets=[T + "logical_or_"]),
     Case("logical_xor_fn", torch.logical_xor, bools, targets=["torch.logical_xor"]),
     Case("logical_xor_method", lambda x, y: x.logical_xor(y), bools, targets=[T + "logical_xor"]),
     Case("logical_xor_inplace", lambda x, y: (x & y).logical_xor_(y), bools, targets=[T + "logical_xor_"]),
@@ -340,7 +348,8 @@ CASES = [
     Case("clamp_max_method", lambda x: x.clamp_max(0.2), x1, targets=[T + "clamp_max"]),
     Case("clamp_max_inplace", inplace(lambda x: x.clamp_max_(0.2)), x1, targets=[T + "clamp_max_"]),
     Case("masked_fill_fn", lambda x: torch.masked_fill(x, x > 0, -1.0), x1, targets=["torch.masked_fill"]),
-    Case("masked_fill_method", lambda x, y: x.masked_fill(y > 0, float("-inf")), xb, targets=[T + "masked_fill"]),
+    Case("masked_fill_method", lambda x, y: x.masked_fill(y > 0, float("-inf")),
+         lambda: [randn(2, 3, 4), randn(3, 1, seed=2)], targets=[T + "masked_fill"]),  # mask: rows 1, 2 kept
     Case("masked_fill_const_mask", lambda x: x.masked_fill(torch.tensor([True, False, True, False]), 2.0), x1),
     Case("masked_fill_inplace", inplace(lambda x: x.masked_fill_(x < 0, 0.0)), x1, targets=[T + "masked_fill_"]),
     Case("lerp_fn", lambda x, y: torch.lerp(x, y, 0.3), xy, targets=["torch.lerp"]),

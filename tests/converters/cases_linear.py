@@ -36,7 +36,7 @@ MATMUL = [
     Case("matmul_method", lambda a, b: a.matmul(b), _pair((2, 3, 4), (2, 4, 5)), targets=["torch.Tensor.matmul"],
          **_TOL),
     Case("matmul_operator", lambda a, b: a @ b, _pair((3, 4), (4,)), targets=["torch.Tensor.__matmul__"], **_TOL),
-    Case("matmul_rmatmul_const", lambda a: W @ a, lambda: [randn(4, 3)], targets=["torch.Tensor.__rmatmul__"],
+    Case("matmul_rmatmul_const", lambda a: a.__rmatmul__(W), lambda: [randn(4, 3)], targets=["torch.Tensor.__rmatmul__"],
          **_TOL),
     Case("matmul_const_right", lambda a: a @ W.t(), lambda: [randn(2, 3, 4)], **_TOL),
     Case("mm", torch.mm, _pair((3, 4), (4, 5)), targets=["torch.mm"], **_TOL),

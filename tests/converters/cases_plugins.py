@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torchvision
 
@@ -37,13 +39,19 @@ class _RoIAlignModule(torch.nn.Module):
         return self.op(x, boxes)
 
 
+def _other_features(xs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Other feature maps, the same boxes (a box row is (batch index, x1, y1, x2, y2): not to be rolled)."""
+    return [torch.roll(xs[0], 1, -1), *xs[1:]]
+
+
 CASES = [
     Case("deform_conv2d_fn", lambda x, off: torchvision.ops.deform_conv2d(x, off, _W, padding=(1, 1)),
          _deform_inputs, targets=["torchvision.ops.deform_conv.deform_conv2d"], rtol=1e-4, atol=1e-4),
     Case("deform_conv2d_module", _DeformModule, _deform_inputs, is_module=True,
          targets=["torchvision.ops.deform_conv.DeformConv2d"], rtol=1e-4, atol=1e-4),
     Case("roi_align_fn", lambda x, b: torchvision.ops.roi_align(x, b, (2, 2), 1.0, 2, False),
-         lambda: [randn(1, 3, 10, 10, seed=4), _BOXES.clone()], targets=["torchvision.ops.roi_align.roi_align"]),
+         lambda: [randn(1, 3, 10, 10, seed=4), _BOXES.clone()], targets=["torchvision.ops.roi_align.roi_align"],
+         others=_other_features),
     Case("roi_align_module", _RoIAlignModule, lambda: [randn(1, 3, 16, 16, seed=5), _BOXES.clone()],
-         is_module=True, targets=["torchvision.ops.roi_align.RoIAlign"]),
+         is_module=True, targets=["torchvision.ops.roi_align.RoIAlign"], others=_other_features),
 ]

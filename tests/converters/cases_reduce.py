@@ -26,6 +26,18 @@ def bools() -> list[torch.Tensor]:
     return [randn(3, 4) > -0.5]
 
 
+def rows_all_or_not() -> list[torch.Tensor]:  # row 0 all True, rows 1 and 2 not: all(1) and prod vary
+    return [torch.tensor([[True, True, True, True], [True, False, True, True], [False, True, True, True]])]
+
+
+def a_column_all_false() -> list[torch.Tensor]:  # any(0) is False in column 1
+    return [torch.tensor([[True, False, True, False], [False, False, True, True], [True, False, False, False]])]
+
+
+def sparse_ints() -> list[torch.Tensor]:  # a zero row, one nonzero, two nonzeros: any / count_nonzero vary
+    return [torch.tensor([[0, 0, 0, 0], [0, 3, 0, 0], [-2, 0, 0, 1]], dtype=torch.int32)]
+
+
 CASES = [
     # --------------------------------------------------------------------------- sum / mean
     Case("sum_all", torch.sum, x3, targets=["torch.sum"]),
@@ -47,7 +59,7 @@ CASES = [
     Case("prod_all", torch.prod, x3, targets=["torch.prod"]),
     Case("prod_dim", lambda x: x.prod(1, keepdim=True), x3, targets=[T + "prod"]),
     Case("prod_int", lambda x: x.prod(-1), ints),
-    Case("prod_bool", lambda x: x.prod(-1), bools),
+    Case("prod_bool", lambda x: x.prod(-1), rows_all_or_not),
     Case("amax", lambda x: torch.amax(x, (0, 2)), x3, targets=["torch.amax"]),
     Case("amax_all", lambda x: x.amax(), x3, targets=[T + "amax"]),
     Case("amin", lambda x: torch.amin(x, -1, keepdim=True), x3, targets=["torch.amin"]),
@@ -99,16 +111,16 @@ CASES = [
     Case("logsumexp_method", lambda x: (x * 30).logsumexp((0, 2), keepdim=True), x3, targets=[T + "logsumexp"],
          rtol=1e-5, atol=1e-4),
     Case("logsumexp_special", lambda x: torch.special.logsumexp(x, -1), x3, targets=["torch.special.logsumexp"]),
-    Case("logsumexp_neg_inf", lambda x: torch.logsumexp(x.masked_fill(x[:, :1] > -9, float("-inf")), -1), x3),
+    Case("logsumexp_neg_inf", lambda x: torch.logsumexp(x.masked_fill(x[:, :1] > 0, float("-inf")), -1), x3),
     # ----------------------------------------------------------------------------- logic
     Case("all", torch.all, bools, targets=["torch.all"]),
-    Case("all_dim", lambda x: x.all(1), bools, targets=[T + "all"]),
-    Case("all_float", lambda x: (x.round()).all(-1, keepdim=True), x3),
+    Case("all_dim", lambda x: x.all(1), rows_all_or_not, targets=[T + "all"]),
+    Case("all_float", lambda x: (x * 3).round().all(-1, keepdim=True), x3),
     Case("any", lambda x: torch.any(x > 1.5), x3, targets=["torch.any"]),
-    Case("any_dim", lambda x: x.any(0), bools, targets=[T + "any"]),
-    Case("any_int", lambda x: x.any(1), ints),
+    Case("any_dim", lambda x: x.any(0), a_column_all_false, targets=[T + "any"]),
+    Case("any_int", lambda x: x.any(1), sparse_ints),
     Case("count_nonzero", lambda x: torch.count_nonzero(x.round()), x3, targets=["torch.count_nonzero"]),
-    Case("count_nonzero_dim", lambda x: x.count_nonzero(1), ints, targets=[T + "count_nonzero"]),
+    Case("count_nonzero_dim", lambda x: x.count_nonzero(1), sparse_ints, targets=[T + "count_nonzero"]),
     Case("count_nonzero_dims", lambda x: x.round().count_nonzero((0, 2)), x3),
     # ------------------------------------------------------------------------ cumulative
     Case("cumsum", lambda x: torch.cumsum(x, 1), x3, targets=["torch.cumsum"]),

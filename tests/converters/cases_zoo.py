@@ -21,7 +21,8 @@ CASES: list[Case] = [
     Case("argmin_ties_dim0", lambda x: x.argmin(0), _ties),
     Case("argmax_ties_flat", lambda x: x.argmax(), _ties),
     Case("max_dim_ties", lambda x: x.max(1), _ties),
-    Case("min_dim_ties_keepdim", lambda x: x.min(0, keepdim=True), _ties),
+    Case("min_dim_ties_keepdim", lambda x: x.min(0, keepdim=True), _ties,
+         constant="the values are all 0 (a zero row ties with the others); the indices are the check"),
     Case("argmax_ties_int", lambda x: (x == 4).int().argmax(-1), _ties),
     Case("argmax_ties_fp16", lambda x: x.half().argmax(-1), _ties),
 ]

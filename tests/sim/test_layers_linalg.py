@@ -28,7 +28,7 @@ trt = api("10.16")
 trt11 = api("11.1")
 trt13 = api("10.13")
 F32 = {"rtol": 1e-5, "atol": 1e-5}
-F16 = {"rtol": 1e-2, "atol": 1e-2}
+F16 = {"rtol": 1e-3, "atol": 1e-3}  # fp16 rounding of the result (~5e-4 relative), with a margin
 MO = trt.MatrixOperation
 RO = trt.ReduceOperation
 
@@ -117,16 +117,17 @@ def test_matrix_multiply_matches_torch_matmul_and_names_like_tensorrt() -> None:
 
 
 def test_matrix_multiply_half_accumulates_in_fp32() -> None:
-    # 512 products of ~1: a fp16 accumulator would lose the low bits; the fp32 one keeps them
-    a = (1 + rand(1, 512, seed=5) / 64).half()
-    b = (1 + rand(512, 1, seed=6) / 64).half()
+    # 2048 + 4095 ones: exactly 6143, which fp16 rounds to 6144. An fp16 accumulator stalls at 2048
+    # (2048 + 1 rounds back to 2048, fp16 spacing there is 2); an fp32 one keeps every unit.
+    a = torch.ones(1, 4096, dtype=torch.float16)
+    a[0, 0] = 2048
+    b = torch.ones(4096, 1, dtype=torch.float16)
     net = Net()
     layer = net.network.add_matrix_multiply(net.input("a", a.shape, trt.float16), MO.NONE,
                                             net.input("b", b.shape, trt.float16), MO.NONE)
     (y,) = infer(net.build(layer.get_output(0)), {"a": a, "b": b})
     assert y.dtype == torch.float16
-    want = f64(a) @ f64(b)
-    close(y, want, {"rtol": 1e-3, "atol": 0.0})  # within fp16 rounding of the exact result
+    assert float(y) == float(torch.tensor(6143.0).half()) == 6144.0
 
 
 def test_matrix_multiply_dynamic_batch() -> None:

@@ -28,7 +28,7 @@ from torch2trt_lite.sim.layers import nn as sim_nn
 
 trt = api("10.16")
 F32 = {"rtol": 1e-5, "atol": 1e-5}
-F16 = {"rtol": 1e-2, "atol": 1e-2}
+F16 = {"rtol": 1e-3, "atol": 1e-3}  # fp16 rounding of the result (~5e-4 relative), with a margin
 
 
 # ------------------------------------------------------------------------------ helpers

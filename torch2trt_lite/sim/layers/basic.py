@@ -231,7 +231,11 @@ def cast_to(x: torch.Tensor, dt: DataType) -> torch.Tensor:
         return torch.round(x.float()).clamp(min=0).to(torch.int64).remainder(256).to(torch.uint8)
     if x.dtype.is_floating_point and not target.is_floating_point and target != torch.bool:
         info = torch.iinfo(target)
-        return torch.round(x.float()).clamp(info.min, info.max).to(target)
+        # NOTE: in float64 (exact for int32's bounds); int64's max rounds up to 2^63 there, which no
+        # conversion may see: values at or above it saturate by a select.
+        r = torch.round(x.double()).clamp(info.min, info.max)
+        y = r.to(target)
+        return torch.where(r >= float(info.max), torch.full_like(y, info.max), y) if target == torch.int64 else y
     if dt in (DataType.INT4, DataType.FP4):
         return x.float()
     return x.to(target)
