@@ -721,7 +721,38 @@ def _nvcc_resources(path: Path, arch: int, out: Path, options: tuple[str, ...]) 
     incs = [f"-I{d}" for d in nvrtc.include_dirs()]
     res = subprocess.run([nvcc, "-cubin", f"-arch=sm_{arch}", "-Xptxas", "-v", *options, *incs, "-o", str(out), str(path)],
                          capture_output=True, text=True, check=False)
-    return nvrtc.ptxas_resources(res.stdout + res.stderr) if res.returncode == 0 else {}
+    assert res.returncode == 0, f"nvcc failed on {path.name}:\n{res.stderr[-2000:]}"
+    return nvrtc.ptxas_resources(res.stdout + res.stderr)
+
+
+_SPILLS = """extern "C" __global__ void heavy(const float* __restrict__ x, float* __restrict__ y, int n) {
+  float acc[48];
+#pragma unroll
+  for (int i = 0; i < 48; ++i) acc[i] = x[threadIdx.x + i * n];
+  for (int k = 0; k < n; ++k) {
+#pragma unroll
+    for (int i = 0; i < 48; ++i) acc[i] = acc[i] * acc[(i + 1) % 48] + x[k + i];
+  }
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 48; ++i) s += acc[i] * (float)i;
+  y[threadIdx.x] = s;
+}
+"""
+
+
+def test_spills_are_seen_in_real_compiler_logs(nvrtc_cache: Path, tmp_path: Path) -> None:
+    """The spill check below would pass vacuously if ptxas's lines stopped parsing: a kernel held
+    to 24 registers must be reported with its spills, from NVRTC's log and from nvcc's."""
+    mod = nvrtc.compile_source(_SPILLS, arch=90, filename="spills.cu", options=("--maxrregcount=24",),
+                               ptxas_verbose=True)
+    r = nvrtc.ptxas_resources(mod.log)["heavy"]
+    assert r.complete and r.registers <= 24 and r.spill_stores > 0 and r.spill_loads > 0 and r.stack_bytes > 0
+    if shutil.which("nvcc"):
+        src = tmp_path / "spills.cu"
+        src.write_text(_SPILLS)
+        r2 = _nvcc_resources(src, 90, tmp_path / "spills.cubin", ("-maxrregcount=24",))["heavy"]
+        assert r2.complete and r2.spill_stores > 0
 
 
 def test_builtin_kernels_register_usage_and_no_spills(nvrtc_cache: Path, tmp_path: Path) -> None:
@@ -730,13 +761,17 @@ def test_builtin_kernels_register_usage_and_no_spills(nvrtc_cache: Path, tmp_pat
     for name, path in BUILTIN_KERNELS.items():
         for arch in ARCHS:
             for options in BUILTIN_OPTIONS[name]:
-                for kernel, r in sorted(nvrtc.ptxas_resources(_compile(path, arch, options).log).items()):
+                found = nvrtc.ptxas_resources(_compile(path, arch, options).log)
+                assert found and all(r.complete for r in found.values()), (name, arch, options, found)
+                for kernel, r in sorted(found.items()):
                     rows.append(f"{r.arch:7} {kernel:26} regs={r.registers:3} stack={r.stack_bytes} "
                                 f"spill_st={r.spill_stores} spill_ld={r.spill_loads} smem={r.shared_bytes} "
                                 f"{' '.join(options)}")
                     if r.spill_stores or r.spill_loads or r.stack_bytes:
                         spills.append(rows[-1])
-        for kernel, r in sorted(_nvcc_resources(path, 90, tmp_path / f"{name}.cubin", BUILTIN_OPTIONS[name][0]).items()):
+        by_nvcc = _nvcc_resources(path, 90, tmp_path / f"{name}.cubin", BUILTIN_OPTIONS[name][0])
+        assert all(r.complete for r in by_nvcc.values()), by_nvcc
+        for kernel, r in sorted(by_nvcc.items()):
             rows.append(f"nvcc {r.arch:4} {kernel:24} regs={r.registers:3} spill_st={r.spill_stores} "
                         f"spill_ld={r.spill_loads}")
             if r.spill_stores or r.spill_loads:

@@ -161,6 +161,12 @@ def _check_signature(where: str, static: Any, overloads: list[dict[str, Any]]) -
     required = {p.name for p in params if p.default is inspect.Parameter.empty}
     if not any(required <= acc for acc in accepted):
         problems.append(f"{where}: required parameters {sorted(required)} match no single overload")
+    # callers pass arguments by position (network.add_slice(x, start, shape, stride)): the order must be
+    # TensorRT's too, a prefix of one overload's argument list
+    named = [ov for ov in overloads if not ov.get("positional_only")]
+    if named and not any([a["name"] for a in ov["args"]][: len(names)] == names for ov in named):
+        wanted = [[a["name"] for a in ov["args"]] for ov in named]
+        problems.append(f"{where}: parameters {names} are not in the order of any overload {wanted}")
     for p in params:
         if p.default is inspect.Parameter.empty:
             continue

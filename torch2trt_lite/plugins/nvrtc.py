@@ -285,6 +285,7 @@ class KernelResources:
     spill_stores: int
     spill_loads: int
     shared_bytes: int = 0
+    complete: bool = True  # the log had the function-properties line (stack and spill bytes) too
 
 
 _FN_START = re.compile(r"Compiling entry function '(?P<name>[^']+)' for '(?P<arch>[^']+)'")
@@ -301,19 +302,19 @@ def ptxas_resources(log: str) -> dict[str, KernelResources]:
     for ln in log.splitlines():
         m = _FN_START.search(ln)
         if m:
-            cur = {"kernel": m.group("name"), "arch": m.group("arch"), "stack": 0, "st": 0, "ld": 0}
+            cur = {"kernel": m.group("name"), "arch": m.group("arch"), "stack": 0, "st": 0, "ld": 0, "props": False}
             continue
         if cur is None:
             continue
         m = _FN_PROPS.search(ln)
         if m:
-            cur.update(stack=int(m.group("stack")), st=int(m.group("st")), ld=int(m.group("ld")))
+            cur.update(stack=int(m.group("stack")), st=int(m.group("st")), ld=int(m.group("ld")), props=True)
             continue
         m = _FN_REGS.search(ln)
         if m:
             out[cur["kernel"]] = KernelResources(
                 cur["kernel"], cur["arch"], int(m.group("regs")), cur["stack"], cur["st"], cur["ld"],
-                int(m.group("smem") or 0),
+                int(m.group("smem") or 0), cur["props"],
             )
             cur = None
     return out
