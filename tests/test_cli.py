@@ -33,6 +33,24 @@ def test_bad_arguments_are_clear_errors(capsys: pytest.CaptureFixture[str]) -> N
     assert cli.main(["convert", "torchvision:resnet18", "--shape", "1xAx8"]) == 2
     assert "--shape" in capsys.readouterr().err
     assert cli.main(["info", "/nonexistent.engine"]) == 2
+    assert "cannot read engine file '/nonexistent.engine'" in capsys.readouterr().err
+
+
+def test_check_reports_unsupported_calls(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bessel_net.py").write_text(
+        "import torch\n\n\n"
+        "class Net(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.special.bessel_j0(torch.relu(x))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert cli.main(["check", "bessel_net:Net", "--shape", "2x3"]) == 1
+    out = capsys.readouterr().out
+    assert "bessel_j0" in out and "bessel_net.py:6" in out
+    assert cli.main(["convert", "bessel_net:Net", "--shape", "2x3", "--backend", "sim"]) == 2
+    err = capsys.readouterr().err
+    assert "bessel_j0" in err and "bessel_net.py:6" in err
 
 
 def test_module_entry_point() -> None:

@@ -60,8 +60,7 @@ def test_save_load_bit_identical(structured: tuple, tmp_path: object) -> None:
     t.save(path)
     assert [f for f in os.listdir(str(tmp_path)) if f.startswith(".t2tl-")] == []
     again = torch2trt_lite.load(path)
-    a, b = t(*xs), again(*xs)
-    assert torch.equal(a["a"], b["a"]) and torch.equal(a["pair"][1][0], b["pair"][1][0])
+    torch.testing.assert_close(again(*xs), t(*xs), rtol=0, atol=0)  # every leaf, bit for bit, and the structure
     assert again.metadata["inputs"] == t.metadata["inputs"]
 
 
@@ -75,16 +74,16 @@ def _saved(t: torch2trt_lite.TRTModule, tmp_path: object) -> tuple[str, bytes]:
 def test_truncated_corrupt_foreign_and_versioned_files(structured: tuple, tmp_path: object) -> None:
     _, _, t = structured
     path, data = _saved(t, tmp_path)
-    cases = {
-        "truncated": data[: len(data) // 2],
-        "corrupt": data[:-10] + bytes(b ^ 0xFF for b in data[-10:]),
-        "foreign": b"\x7fELF" + data[4:],
-        "empty": b"",
+    cases = {  # what the file holds, what the error must say
+        "truncated": (data[: len(data) // 2], "truncated"),
+        "corrupt": (data[:-10] + bytes(b ^ 0xFF for b in data[-10:]), "checksum mismatch"),
+        "foreign": (b"\x7fELF" + data[4:], "not a torch2trt-lite engine file"),
+        "empty": (b"", "truncated"),
     }
-    for _name, blob in cases.items():
+    for blob, msg in cases.values():
         with open(path, "wb") as f:
             f.write(blob)
-        with pytest.raises(EngineFileError):
+        with pytest.raises(EngineFileError, match=msg):
             torch2trt_lite.load(path)
     header, plan = engine_file.unpack(data)
     with open(path, "wb") as f:
@@ -117,7 +116,7 @@ def test_state_dict_round_trip_weights_only(structured: tuple) -> None:
     sd = torch.load(buf, weights_only=True)
     fresh = torch2trt_lite.TRTModule()
     fresh.load_state_dict(sd)
-    assert torch.equal(fresh(*xs)["a"], t(*xs)["a"])
+    torch.testing.assert_close(fresh(*xs), t(*xs), rtol=0, atol=0)
     assert json.loads(bytes(sd["metadata"].numpy().tobytes()))["backend"] == "sim"
 
 

@@ -160,8 +160,21 @@ def test_value_reads_are_refused() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.relu(x) * float(x.sum())
 
-    with pytest.raises(UnsupportedOperatorError):
-        torch2trt_lite.convert(Item().eval(), [torch.randn(3)], backend="sim")
+    class Outer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = Item()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(x) + x.sum().item()
+
+    with pytest.raises(UnsupportedOperatorError, match="frozen|freeze") as info:
+        torch2trt_lite.convert(Outer().eval(), [torch.randn(3)], backend="sim")
+    e = info.value
+    assert e.op == "torch.Tensor.__float__" and e.module_path == "head"
+    assert e.location.endswith(f"test_tracer.py:{Item.forward.__code__.co_firstlineno + 1}")
+    report = torch2trt_lite.check(Outer().eval(), [torch.randn(3)])
+    assert [u.op for u in report.unsupported] == ["torch.Tensor.__float__", "torch.Tensor.item"]
 
 
 def test_check_lists_every_unsupported_call() -> None:

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 import torch2trt_lite
+from tests.weights import nontrivial
 
 timm = pytest.importorskip("timm", reason="the zoo needs timm: pip install -e '.[test]'")
 transformers = pytest.importorskip("transformers", reason="the zoo needs transformers: pip install -e '.[test]'")
@@ -349,33 +350,6 @@ ZOO = [
 ]
 
 
-def _nontrivial(model: nn.Module) -> None:
-    """Random init leaves some weights constant, and a constant weight can hide a wrong conversion: a
-    zero-initialized head (torchvision ViT) makes the output 0 whatever came before it, a zero BN gamma
-    closing a residual branch (timm ``zero_init_last``) or a 1e-6 layer scale (ConvNeXt) mutes the
-    branch, a zero bias tests nothing. Give every constant parameter random values of a sensible size,
-    and batch norm the statistics of a trained one (random init has mean 0 / var 1: an identity)."""
-    g = torch.Generator().manual_seed(4)
-    with torch.no_grad():
-        for p in model.parameters():
-            if not p.dtype.is_floating_point or p.numel() <= 1:
-                continue
-            flat = p.detach().flatten()
-            if not bool((flat == flat[0]).all()):
-                continue
-            if p.dim() >= 2:  # weights, class tokens: fan-in scaled normal
-                p.copy_(torch.randn(p.shape, generator=g) * (p[0].numel() ** -0.5))
-            elif float(flat[0]) == 0.0:  # biases, zero gammas
-                p.copy_(torch.rand(p.shape, generator=g) * 0.4 - 0.2)
-            else:  # norm scales, layer scales
-                p.copy_(torch.rand(p.shape, generator=g) + 0.5)
-        for m in model.modules():
-            mean, var = getattr(m, "running_mean", None), getattr(m, "running_var", None)
-            if isinstance(mean, torch.Tensor) and isinstance(var, torch.Tensor):
-                mean.copy_(torch.rand(mean.shape, generator=g) - 0.5)
-                var.copy_(torch.rand(var.shape, generator=g) * 1.5 + 0.5)
-
-
 def _leaves(out: Any, prefix: str = "out") -> dict[str, torch.Tensor]:
     """Output tensors by path (``out['last_hidden_state']``, ``out[1]``)."""
     if isinstance(out, torch.Tensor):
@@ -426,7 +400,7 @@ def _compare(model: nn.Module, trt_model: nn.Module, xs: list[torch.Tensor]) -> 
 def test_zoo_model_matches_eager(zoo: Zoo) -> None:
     torch.manual_seed(0)
     model = zoo.build().eval()
-    _nontrivial(model)
+    nontrivial(model)
     xs = zoo.inputs()
     trt_model = torch2trt_lite.convert(model, [x.clone() for x in xs], backend="sim")
     _compare(model, trt_model, xs)
