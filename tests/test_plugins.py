@@ -629,6 +629,34 @@ def test_tensorrt_plugin_build_and_runtime_methods_with_a_stand_in_module(monkey
     assert (seen["ws"], seen["stream"], seen["out_shape"]) == (8192, 78, (2, 40, 5, 7))
 
 
+def test_tensorrt_roi_align_plugin_with_a_stand_in_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """roi_align through the same TensorRT wrapper: the output's first dimension is the number of
+    boxes (symbolic), the channels-last path's workspace covers the profile's largest input, and
+    enqueue hands the kernels TensorRT's workspace and stream."""
+    trt = _fake_tensorrt()
+    trt_plugin.register_creators(trt)
+    attrs = RA.resolve_attrs({"output_size": (7, 7), "spatial_scale": 0.25, "sampling_ratio": 2, "aligned": True})
+    plugin = trt_plugin.create_plugin(RA, attrs, trt)
+    b = _ExprBuilder()
+    n, h, w, k = (_Expr(lambda env, s=s: env[s]) for s in "nhwk")
+    (out,) = plugin.get_output_shapes([[n, b.constant(64), h, w], [k, b.constant(5)]], [], b)
+    for env in ({"n": 1, "h": 20, "w": 30, "k": 7}, {"n": 2, "h": 50, "w": 40, "k": 1000}):
+        assert tuple(d.fn(env) for d in out) == (env["k"], 64, 7, 7)
+    F = sim.DataType.FLOAT
+    ins = [_desc(F, (-1, 64, 50, 50), lo=(1, 64, 50, 50), hi=(2, 64, 50, 50)),
+           _desc(F, (-1, 5), lo=(1, 5), hi=(1000, 5))]
+    assert plugin.get_workspace_size(ins, [_desc(F)]) == 2 * 64 * 50 * 50 * 4  # NHWC copy at the max shapes
+    seen: dict[str, Any] = {}
+
+    def fake_run(cuda: Any, info: Any, ins: Any, outs: Any, ws: int, stream: int) -> None:
+        seen.update(kernels=[lc.kernel for lc in cuda.launches(info)], ws=ws, stream=stream, out=info.outputs[0])
+
+    monkeypatch.setattr(nvrtc, "run_launches", fake_run)
+    plugin.enqueue([_desc(F, (2, 64, 50, 50)).desc, _desc(F, (1000, 5)).desc], [_desc(F).desc], [1, 2], [3], 512, 9)
+    assert seen == {"kernels": ["roi_align_nchw_to_nhwc_fp32", "roi_align_nhwc_fp32"], "ws": 512, "stream": 9,
+                    "out": (1000, 64, 7, 7)}
+
+
 def _manifest(version: str) -> dict[str, Any]:
     return json.loads((REPO / "torch2trt_lite/sim/_manifests" / f"tensorrt-{version}.json").read_text())
 

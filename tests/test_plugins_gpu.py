@@ -204,6 +204,54 @@ print("reloaded ok")
     assert res.returncode == 0 and "reloaded ok" in res.stdout, res.stdout + res.stderr
 
 
+class WorkspaceModel(torch.nn.Module):
+    """Plugin layers that use TensorRT's workspace: deform_conv2d's gemm path (C_out / groups > 16:
+    relaid-out weights, split-K partials at this small size) and roi_align's channels-last path
+    (48 channels, many boxes: the NHWC copy of the input)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(1)
+        self.dcn = torchvision.ops.DeformConv2d(16, 48, 3, padding=1, bias=True)
+        self.pool = torchvision.ops.RoIAlign((7, 7), spatial_scale=0.5, sampling_ratio=2, aligned=True)
+
+    def forward(self, x: torch.Tensor, off: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:
+        return self.pool(torch.relu(self.dcn(x, off)), rois)
+
+
+def workspace_model_inputs() -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 16, 24, 20, generator=g)
+    off = torch.randn(2, 18, 24, 20, generator=g)
+    xy = torch.rand(300, 2, generator=g) * torch.tensor([36.0, 44.0])
+    rois = torch.cat([torch.randint(0, 2, (300, 1), generator=g).float(), xy, xy + 4], 1)
+    return [x, off, rois]
+
+
+@pytest.mark.tensorrt
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+def test_tensorrt_plugins_with_workspace(dtype: torch.dtype) -> None:
+    """UNRUN here (no TensorRT): the workspace TensorRT allocates from get_workspace_size reaches the
+    kernels through enqueue, in fp32 and fp16."""
+    _tensorrt()
+    import torch2trt_lite
+    from torch2trt_lite.plugins_cuda.roi_align import use_channels_last
+
+    reference = WorkspaceModel().eval().cuda()  # fp32, on the same (rounded) inputs
+    model = WorkspaceModel().eval().cuda().to(dtype)
+    inputs = [x.cuda().to(dtype) for x in workspace_model_inputs()]
+    info = RA.launch_info(
+        RA.resolve_attrs({"output_size": (7, 7), "spatial_scale": 0.5, "sampling_ratio": 2, "aligned": True}),
+        [(2, 48, 24, 20), (300, 5)], [dtype] * 2)
+    assert use_channels_last(info)
+    trt_model = torch2trt_lite.convert(model, inputs, backend="tensorrt")
+    with torch.no_grad():
+        want = reference(*[x.float() for x in inputs])
+        got = trt_model(*inputs)
+    tol = 1e-4 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("channels", [8, 48], ids=["direct", "channels_last"])
 def test_roi_align_on_the_gpu_equals_the_host_emulator_bit_for_bit(nvrtc: Any, channels: int) -> None:
     """The fp32 roi_align kernels are compiled without FMA contraction (--fmad=false), so the GPU and

@@ -862,16 +862,17 @@ def test_kv_cache_update_refusals() -> None:
 
 # ------------------------------------------------------------------------------------- NMS
 def _nms_ref(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr: float,
-             score_thr: float) -> list[list[int]]:
-    """Per batch: (box, class) candidates above the score threshold by decreasing score; per class,
-    a candidate is kept if its IoU with every kept box of its class is <= the threshold."""
+             score_thr: float, topk: int | None = None) -> list[list[int]]:
+    """Per batch: (box, class) candidates above the score threshold by decreasing score (the first
+    ``topk`` of them); per class, a candidate is kept if its IoU with every kept box of its class is
+    <= the threshold. 4D boxes [batch, boxes, classes, 4] give each class its own box."""
     rows: list[list[int]] = []
     for b in range(scores.shape[0]):
         cands = [(-scores[b, n, c], n, c) for n in range(scores.shape[1]) for c in range(scores.shape[2])
                  if scores[b, n, c] > score_thr]
         kept: dict[int, list[np.ndarray]] = {}
-        for _, n, c in sorted(cands):
-            box = boxes[b, n]
+        for _, n, c in sorted(cands)[:topk]:
+            box = boxes[b, n, c] if boxes.ndim == 4 else boxes[b, n]
             lo, hi = np.minimum(box[:2], box[2:]), np.maximum(box[:2], box[2:])
             ok = len(kept.get(c, [])) < max_out
             for other in kept.get(c, []):
@@ -901,6 +902,25 @@ def test_nms_against_reference_with_data_dependent_output() -> None:
     want = _nms_ref(boxes.double().numpy(), scores.double().numpy(), 3, 0.3, 0.2)
     assert sel.dtype == torch.int64 and count.dtype == torch.int32
     assert sel.tolist() == want and int(count) == len(want) > 0
+
+
+def test_nms_per_class_boxes_and_topk_limit() -> None:
+    g = torch.Generator().manual_seed(171)
+    xy = torch.rand(1, 10, 3, 2, generator=g) * 6
+    boxes = torch.cat([xy, xy + 2 + torch.rand(1, 10, 3, 2, generator=g) * 3], -1)  # a box per class
+    scores = torch.rand(1, 10, 3, generator=g)
+    for topk in (5000, 7):
+        net = Net()
+        layer = net.network.add_nms(net.input("boxes", boxes.shape), net.input("scores", scores.shape),
+                                    net.const(np.array(4, dtype=np.int32)))
+        layer.set_input(3, net.const(np.array(0.25, dtype=np.float32)))
+        layer.topk_box_limit = topk
+        sel, count = infer(net.build(layer.get_output(0), layer.get_output(1)), {"boxes": boxes, "scores": scores})
+        want = _nms_ref(boxes.double().numpy(), scores.double().numpy(), 4, 0.25, 0.0, topk)
+        assert sel.tolist() == want and int(count) == len(want), topk
+    assert len(want) < len(_nms_ref(boxes.double().numpy(), scores.double().numpy(), 4, 0.25, 0.0))  # k cut
+    shared = _nms_ref(boxes[:, :, 0].double().numpy(), scores.double().numpy(), 4, 0.25, 0.0)
+    assert shared != _nms_ref(boxes.double().numpy(), scores.double().numpy(), 4, 0.25, 0.0)  # boxes matter
 
 
 def test_nms_center_sizes_format_and_refusals() -> None:
