@@ -24,13 +24,14 @@ import torch
 from torch import nn
 
 import torch2trt_lite
+from tests.converters.harness import varied
 from tests.weights import nontrivial
 
 timm = pytest.importorskip("timm", reason="the zoo needs timm: pip install -e '.[test]'")
 transformers = pytest.importorskip("transformers", reason="the zoo needs transformers: pip install -e '.[test]'")
 torchvision = pytest.importorskip("torchvision", reason="the zoo needs torchvision: pip install -e '.[test]'")
 
-MAX_REL_ERR = 1e-3
+MAX_REL_ERR = 1e-4  # of the output's largest magnitude; fp32 models measured <= 5e-6 (2026-11-30)
 
 
 @dataclass(frozen=True)
@@ -404,8 +405,8 @@ def test_zoo_model_matches_eager(zoo: Zoo) -> None:
     xs = zoo.inputs()
     trt_model = torch2trt_lite.convert(model, [x.clone() for x in xs], backend="sim")
     _compare(model, trt_model, xs)
-    if zoo.more_inputs is not None:
-        _compare(model, trt_model, zoo.more_inputs())
+    # not only the traced inputs: a value frozen into the engine would still match those
+    _compare(model, trt_model, zoo.more_inputs() if zoo.more_inputs is not None else varied(xs))
 
 
 def test_hf_mask_without_padding_is_refused() -> None:
