@@ -696,6 +696,13 @@ def test_tensorrt_names_used_by_plugins_exist_in_every_supported_version() -> No
             sig = owners[0]["methods"].get(fn.name, [{"args": None}])[0]["args"]
             if sig is not None:
                 assert len(fn.args.args) - 1 == len(sig), (version, fn.name)
+        # the creator too: its overridden methods are IPluginCreatorV3One's hooks, with their arguments
+        creator = next(n for n in ast.walk(src) if isinstance(n, ast.ClassDef) and n.name == "Torch2TRTLitePluginCreator")
+        hooks = classes["IPluginCreatorV3One"].get("overridable", [])
+        for fn in (n for n in creator.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")):
+            assert fn.name in hooks, f"{fn.name} is not a TensorRT {version} plugin creator hook"
+            want = [a["name"] for a in classes["IPluginCreatorV3One"]["methods"][fn.name][0]["args"]]
+            assert [a.arg for a in fn.args.args[1:]] == want, (version, fn.name)
 
 
 # ---------------------------------------------------------------------------- 5. NVRTC checks

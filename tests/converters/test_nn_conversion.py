@@ -83,8 +83,10 @@ def test_refusals_name_the_reason(fn, inputs: tuple[torch.Tensor, ...], reason: 
     report = torch2trt_lite.check(M().eval(), list(inputs))
     assert not report.ok
     assert reason in str(report), str(report)
-    with pytest.raises(UnsupportedOperatorError, match=reason):
+    with pytest.raises(UnsupportedOperatorError, match=reason) as info:
         torch2trt_lite.convert(M().eval(), list(inputs), backend="sim")
+    e = info.value  # the refused call, where the user wrote it
+    assert e.op.rsplit(".", 1)[-1] in str(e) and "test_nn_conversion.py:" in e.location
 
 
 def test_aliases_of_folded_conv_output_keep_pre_norm_values() -> None:
