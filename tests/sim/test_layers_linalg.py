@@ -294,6 +294,12 @@ def test_ragged_softmax_against_loop() -> None:
     close(y, _ragged_ref(f64(x), bounds.numpy()))
 
 
+def test_ragged_softmax_input_must_be_float() -> None:
+    for dt in (trt.float16, trt.bfloat16):  # the operator's T1 is float32 only
+        net = Net()
+        refuses(net.network.add_ragged_softmax, net.input("x", (1, 2, 5), dt), net.input("b", (1, 2, 1), trt.int32))
+
+
 def test_ragged_softmax_bound_past_the_row_reads_the_next_elements() -> None:
     # What TensorRT 10.16 does (RaggedSoftMax/case_simple): a bound larger than the row length
     # makes the softmax run over the following elements of the flattened input as well.
@@ -701,6 +707,10 @@ def test_attention_refusals() -> None:
     assert ok.mask is None and tuple(ok.get_output(0).shape) == (2, 4, 5, 8)
     ok.mask = net.input("m3", (2, 4, 4, 5), trt.bool)
     invalid(ok.get_output(0))  # mask s_q 4 != 5
+    ok.mask = None
+    ok.normalization_quantize_to_type = trt.int8
+    ok.normalization_quantize_scale = net.const(np.array(1 / 127, dtype=np.float16))
+    invalid(ok.get_output(0))  # the scale's type is the query's (T1): FLOAT here, not HALF
     with pytest.raises(NetworkDefinitionError):
         ok.normalization_quantize_to_type = f32
     net11 = Net(trt11)
@@ -807,6 +817,15 @@ def test_kv_cache_update_in_place_and_aliasing() -> None:
     ctx.set_tensor_address("cache_out", cache)  # the output shares the cache buffer, as in TensorRT
     assert ctx.execute_async_v3(0)
     assert torch.equal(cache, want)
+
+
+def test_kv_cache_update_output_must_be_a_network_output() -> None:
+    """The output shares the cache input's buffer (an in-place update): TensorRT requires it to be a
+    network output, not a tensor that other layers consume inside the network."""
+    net = Net()
+    layer = net.network.add_kv_cache_update(net.input("cache", (1, 1, 4, 2)), net.input("u", (1, 1, 1, 2)),
+                                            net.input("i", (1,), trt.int32), trt.KVCacheMode.LINEAR)
+    assert net.build_fails(net.network.add_identity(layer.get_output(0)).get_output(0))
 
 
 def test_kv_cache_update_drops_out_of_bound_positions() -> None:

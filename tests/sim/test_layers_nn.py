@@ -354,6 +354,31 @@ def test_average_pooling_matches_torch(nd: int, ceil: bool, exclude: bool) -> No
     torch.testing.assert_close(run1(build, x), ref, **F32)
 
 
+@pytest.mark.parametrize("exclude", [False, True])
+@pytest.mark.usefixtures("both_paths")
+def test_average_pooling_round_up_overhang_is_not_padding(exclude: bool) -> None:
+    """EXPLICIT_ROUND_UP: O = ceil((M - F) / S) + 1 with M = I + pre + post; the last window may reach
+    past M, and that part is neither input nor padding: an average counting padding must not count it."""
+    x = torch.arange(1.0, 8.0).reshape(1, 1, 1, 7)
+    for pre, post in ((1, 0), (0, 0), (1, 1), (2, 0)):
+        def build(net: Net, t: Any, pre: int = pre, post: int = post) -> Any:
+            layer = net.network.add_pooling_nd(t, trt.PoolingType.AVERAGE, (1, 3))
+            layer.stride_nd, layer.pre_padding, layer.post_padding = (1, 2), (0, pre), (0, post)
+            layer.padding_mode = trt.PaddingMode.EXPLICIT_ROUND_UP
+            layer.average_count_excludes_padding = exclude
+            return layer.get_output(0)
+
+        vals = x.flatten().tolist()
+        m = len(vals) + pre + post
+        want = []
+        for o in range(-(-(m - 3) // 2) + 1):
+            cells = [c for c in range(o * 2 - pre, o * 2 - pre + 3) if c < len(vals) + post]  # within M
+            data = [vals[c] for c in cells if 0 <= c < len(vals)]
+            want.append(sum(data) / (len(data) if exclude else len(cells)))
+        got = run1(build, x).flatten().tolist()
+        assert got == pytest.approx(want, rel=1e-6), (pre, post, got, want)
+
+
 @pytest.mark.usefixtures("both_paths")
 def test_pooling_defaults_stride_one_no_padding() -> None:
     x = rand(1, 2, 6, 9)
@@ -665,6 +690,20 @@ def _nearest_reference(x: np.ndarray, out: tuple[int, int], ct: str, rounding: s
                 idx.append(min(max(r, 0), n_in - 1))
             res[..., oy, ox] = x[..., idx[0], idx[1]]
     return res
+
+
+@pytest.mark.parametrize("sizes", [(14, 46), (26, 22), (30, 58), (4, 41), (6, 3)])
+@pytest.mark.usefixtures("both_paths")
+def test_resize_nearest_exact_source_coordinates(sizes: tuple[int, int]) -> None:
+    """Source coordinates that are exact integers or .5 ties (23 * 14 / 46 = 7, (20 + 0.5) * 4 / 41 - 0.5
+    = 1.5) must round as the rational formula says; a float32 scale puts them just below."""
+    n_in, n_out = sizes
+    x = torch.arange(float(2 * n_in)).reshape(1, 1, 2, n_in)
+    for ct, rounding in (("ASYMMETRIC", "FLOOR"), ("HALF_PIXEL", "HALF_UP")):
+        got = run1(lambda net, t, ct=ct, rounding=rounding: _resize(
+            net, t, shape=(1, 1, 2, n_out), coordinate_transformation=getattr(trt.ResizeCoordinateTransformation, ct),
+            nearest_rounding=getattr(trt.ResizeRoundMode, rounding)), x)
+        np.testing.assert_array_equal(got.numpy(), _nearest_reference(x.numpy(), (2, n_out), ct, rounding))
 
 
 @pytest.mark.parametrize("rounding", ["FLOOR", "CEIL", "HALF_UP", "HALF_DOWN"])

@@ -996,3 +996,54 @@ def test_input_shapes_outside_the_optimization_profile_are_refused() -> None:
     assert not ctx.set_input_shape("x", (0, 3))
     assert not ctx.set_input_shape("x", (2, 4))  # a static dimension must match
     assert tuple(ctx.get_tensor_shape("x")) == (4, 3)  # a refused shape leaves the last good one
+
+
+def test_gather_out_of_range_indices_read_zero() -> None:
+    """NvInfer.h (IGatherLayer): "Zero will be stored for OOB access"; negative indices in range count
+    from the back."""
+    x = arange(3, 4) + 1  # no zeros in the data: a zero in the result can only come from OOB
+    cases = {
+        "default": (trt.GatherMode.DEFAULT, 1, torch.tensor([[0, 4, -1], [-5, 3, 9]], dtype=torch.int32)),
+        "element": (trt.GatherMode.ELEMENT, 1, torch.tensor([[0, 4, -1, 2], [-5, 3, 9, 1], [2, 2, -4, 7]],
+                                                             dtype=torch.int32)),
+        "nd": (trt.GatherMode.ND, 0, torch.tensor([[0, 1], [3, 0], [-1, -1], [2, 4], [-4, 0]], dtype=torch.int32)),
+    }
+    for name, (mode, axis, idx) in cases.items():
+        net = Net()
+        layer = net.network.add_gather_v2(net.input("x", x.shape), net.input("i", idx.shape, trt.int32), mode)
+        if mode != trt.GatherMode.ND:
+            layer.axis = axis
+        (got,) = infer(net.build(layer.get_output(0)), {"x": x, "i": idx})
+        xs = x.tolist()
+        if mode == trt.GatherMode.DEFAULT:
+            want = [[[xs[r][i % 4] if -4 <= i < 4 else 0.0 for i in row] for row in idx.tolist()] for r in range(3)]
+        elif mode == trt.GatherMode.ELEMENT:
+            want = [[xs[r][i % 4] if -4 <= i < 4 else 0.0 for i in row] for r, row in enumerate(idx.tolist())]
+        else:
+            want = [xs[a % 3][b % 4] if -3 <= a < 3 and -4 <= b < 4 else 0.0 for a, b in idx.tolist()]
+        assert got.tolist() == want, name
+
+
+def test_quantize_refuses_scalar_inputs_and_non_positive_scales() -> None:
+    for quantize in (True, False):
+        in_type = trt.float32 if quantize else trt.int8
+        for shape, scale in (((), 0.5), ((4,), 0.0), ((4,), -0.5)):
+            net = Net()
+            x = net.input("x", shape, in_type)
+            s = net.const(np.array(scale, np.float32))
+            add = net.network.add_quantize if quantize else net.network.add_dequantize
+            out_type = trt.int8 if quantize else trt.float32
+            with pytest.raises(NetworkDefinitionError, match="scalar|positive"):
+                add(x, s, out_type).get_output(0).shape  # noqa: B018
+    net = Net()  # the same layer with a positive scale on a 1-D input builds
+    ok = net.network.add_quantize(net.input("x", (4,)), net.const(np.array(0.5, np.float32)), trt.int8)
+    assert net.build(ok.get_output(0)) is not None
+
+
+def test_fill_alpha_and_beta_tensors_must_share_a_type() -> None:
+    net = Net()
+    fill = net.network.add_fill((4,), trt.FillOperation.LINSPACE, trt.float32)
+    fill.set_input(1, net.const(np.array(1.0, np.float32)))
+    fill.set_input(2, net.const(np.array([2], np.int32)))
+    with pytest.raises(NetworkDefinitionError, match="same type"):
+        fill.get_output(0).shape  # noqa: B018

@@ -178,6 +178,11 @@ def _validate(network: Any, config: Any) -> None:
                 raise BuildError(f"optimization profile {i} does not set values for shape input '{t.name}'")
     for t in network._outputs:
         t.shape  # noqa: B018 - runs shape inference of everything the outputs depend on
+    for layer in network._layers:
+        if getattr(layer, "_output_is_network_output", False) and not any(
+            o is t for o in layer._outputs for t in network._outputs
+        ):
+            raise BuildError(f"layer '{layer.name}': its output must be a network output (mark_output it)")
 
 
 def build(network: Any, config: Any, api_version: str, alloc: Any = bytearray) -> Any:

@@ -294,8 +294,8 @@ class IRaggedSoftMaxLayer(ILayer):
         super()._check(infos)
         x, bounds = infos[0], infos[1]
         assert x is not None and bounds is not None
-        if x.dtype not in _FLOATS:
-            raise self._fail(f"input must be FLOAT, HALF or BF16, got {x.dtype.name}")
+        if x.dtype != DataType.FLOAT:  # the operator's T1 is float32 only
+            raise self._fail(f"ragged softmax input must be FLOAT, got {x.dtype.name} (cast it first)")
         if bounds.dtype != DataType.INT32:
             raise self._fail(f"bounds must be INT32, got {bounds.dtype.name}")
         if x.rank != 3 or bounds.rank != 3:
@@ -669,6 +669,8 @@ class IAttentionInputLayer(IAttentionBoundaryLayer):
         if scale is not None:
             if scale.dtype not in _FLOATS or scale.rank > 1:
                 raise self._fail(f"the normalization quantize scale must be a 0D/1D float tensor, got {scale.dtype.name} {scale.shape}")
+            if scale.dtype != q.dtype:
+                raise self._fail(f"the normalization quantize scale must have the query's type {q.dtype.name}, got {scale.dtype.name}")
             if quant not in (DataType.FP8, DataType.INT8):
                 raise self._fail("a normalization quantize scale needs normalization_quantize_to_type FP8 or INT8")
         elif quant != DataType.FLOAT:
@@ -932,6 +934,7 @@ class IKVCacheUpdateLayer(ILayer):
     written into the cache buffer in place, like TensorRT does."""
 
     _layer_type = "KV_CACHE_UPDATE"
+    _output_is_network_output = True  # the update is in place: the output aliases the cache input's buffer
     _attrs = {"cache_mode": KVCacheMode.LINEAR, "update_form": AttentionIOForm.PADDED_BHND}
     _max_inputs = 4
     _aliased_input = 0  # output 0 shares memory with input 0 (ICudaEngine.get_aliased_input_tensor)

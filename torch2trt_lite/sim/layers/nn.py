@@ -453,8 +453,11 @@ class IPoolingLayer(ILayer):
         stride = _dims_resolved(self, "stride_nd", 1, n)
         full = [p + e for p, e in zip(post, extra, strict=True)]
         # torch's own padding (implicit -inf / zeros, count_include_pad) is the same thing when the
-        # padding is symmetric, at most half the window, and no window overhangs the padded input.
-        if _TORCH_FAST_PATHS and all(p == q and 0 <= p <= w // 2 for p, q, w in zip(pre, full, win, strict=True)):
+        # padding is symmetric and at most half the window. A window overhanging the padded input
+        # (EXPLICIT_ROUND_UP) is not padding: an average that counts padding must not count it.
+        counts_padding = self._a["type"] != PoolingType.MAX and not self._a["average_count_excludes_padding"]
+        if (_TORCH_FAST_PATHS and all(p == q and 0 <= p <= w // 2 for p, q, w in zip(pre, full, win, strict=True))
+                and not (counts_padding and any(extra))):
             return True, None, None, tuple(pre), full, win, stride
         pool = F.avg_pool2d if n == 2 else F.avg_pool3d
         ones = torch.ones((1, 1, *spatial), device=rt.device)
@@ -903,6 +906,11 @@ class IResizeLayer(ILayer):
             tmode = {1: "linear", 2: "bilinear", 3: "trilinear"}.get(k, "")
         else:
             rnd = a["nearest_rounding"]
+            # NOTE: torch maps output to input coordinates with a float32 scale, which puts exact
+            # integers and .5 ties just below (23 * 14 / 46 = 7 becomes 6.99..): only integer
+            # down-sampling factors map exactly; other sizes take the float64 general path.
+            if scales is not None or any(shape[i] % out[i] for i in changed):
+                return None
             if ct == C.ASYMMETRIC and rnd == ResizeRoundMode.FLOOR:
                 tmode = "nearest"
             elif ct == C.HALF_PIXEL and rnd == ResizeRoundMode.HALF_UP:

@@ -79,6 +79,22 @@ def _wrap_index(idx: torch.Tensor, size: int) -> torch.Tensor:
     return torch.where(idx < 0, idx + size, idx)
 
 
+def _gather_index(idx: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(index to read, in range) for a gather: negative indices count from the back; an index out of
+    range reads element 0 and is then zeroed (TensorRT: "Zero will be stored for OOB access")."""
+    idx = _wrap_index(idx, size)
+    ok = (idx >= 0) & (idx < size)
+    return torch.where(ok, idx, torch.zeros_like(idx)), ok
+
+
+def _zero_where_not(out: torch.Tensor, ok: torch.Tensor, lead: int) -> torch.Tensor:
+    """``out`` with the entries whose index was out of range zeroed; ``ok``'s dims start at ``lead``."""
+    if ok.device.type != "meta" and bool(ok.all()):
+        return out
+    mask = ok.reshape(*ok.shape[:0], *([1] * lead), *ok.shape, *([1] * (out.dim() - lead - ok.dim())))
+    return torch.where(mask, out, torch.zeros((), dtype=out.dtype, device=out.device))
+
+
 def _norm_axis(axis: int, rank: int) -> int | None:
     if -rank <= axis < rank:
         return axis + rank if axis < 0 else axis
@@ -512,29 +528,50 @@ class IGatherLayer(_KeepsType):
             idx = idx.to(x.device)
         mode, axis, b = self._a["mode"], self._a["axis"], self._a["num_elementwise_dims"]
         if mode == GatherMode.DEFAULT:
-            idx = _wrap_index(idx, x.shape[axis])
+            if x.shape[axis] == 0:  # nothing to read: every index is out of range
+                return [self._all_out_of_range(x, idx)]
+            idx, ok = _gather_index(idx, x.shape[axis])
             if b == 0:
                 out = x.index_select(axis, idx.reshape(-1))
-                return [out.reshape(tuple(x.shape[:axis]) + tuple(idx.shape) + tuple(x.shape[axis + 1 :]))]
+                out = out.reshape(tuple(x.shape[:axis]) + tuple(idx.shape) + tuple(x.shape[axis + 1 :]))
+                return [_zero_where_not(out, ok, axis)]
             n = max(x.shape[0], idx.shape[0])
             x = x.expand(n, *x.shape[1:])
-            idx = idx.expand(n, *idx.shape[1:])
+            idx, ok = idx.expand(n, *idx.shape[1:]), ok.expand(n, *ok.shape[1:])
             lead = torch.arange(n, device=x.device).view(n, *([1] * (idx.dim() - 1)))
-            g = x.movedim(axis, 1)[lead, idx]  # (n, I..., pre..., post...)
+            g = _zero_where_not(x.movedim(axis, 1)[lead, idx], ok, 0)  # (n, I..., pre..., post...)
             k, p = idx.dim() - 1, axis - 1
             perm = [0, *range(k + 1, k + 1 + p), *range(1, k + 1), *range(k + 1 + p, g.dim())]
             return [g.permute(perm)]
         if mode == GatherMode.ELEMENT:
-            return [torch.gather(x, axis, _wrap_index(idx, x.shape[axis]))]
+            if x.shape[axis] == 0:
+                return [torch.zeros(idx.shape, dtype=x.dtype, device=x.device)]
+            idx, ok = _gather_index(idx, x.shape[axis])
+            return [_zero_where_not(torch.gather(x, axis, idx), ok, 0)]
         k = idx.shape[-1]
         batch = tuple(x.shape[:b])
         nb = volume(batch)
         xf = x.reshape(nb, *x.shape[b:])
         idf = idx.reshape(nb, *idx.shape[b:])
-        comps = [_wrap_index(idf[..., j], xf.shape[1 + j]) for j in range(k)]
+        parts = [_gather_index(idf[..., j], max(xf.shape[1 + j], 1)) for j in range(k)]
+        ok = torch.ones(idf.shape[:-1], dtype=torch.bool, device=x.device)
+        for j, (_, okj) in enumerate(parts):
+            ok = ok & okj & (xf.shape[1 + j] > 0)
         lead = torch.arange(nb, device=x.device).view(nb, *([1] * (idf.dim() - 2)))
-        out = xf[(lead, *comps)]
+        if xf.numel() == 0:
+            out = torch.zeros((nb, *idf.shape[1:-1], *xf.shape[1 + k :]), dtype=x.dtype, device=x.device)
+        else:
+            out = _zero_where_not(xf[(lead, *(c for c, _ in parts))], ok, 0)
         return [out.reshape(*batch, *out.shape[1:])]
+
+    def _all_out_of_range(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        axis, b = self._a["axis"], self._a["num_elementwise_dims"]
+        if b == 0:
+            shape = (*x.shape[:axis], *idx.shape, *x.shape[axis + 1 :])
+        else:
+            n = max(x.shape[0], idx.shape[0])
+            shape = (n, *x.shape[1:axis], *idx.shape[1:], *x.shape[axis + 1 :])
+        return torch.zeros(shape, dtype=x.dtype, device=x.device)
 
 
 # ----------------------------------------------------------------------------------- scatter
@@ -713,6 +750,8 @@ class IFillLayer(_ShapeReader):
         if (alpha is None) != (beta is None):
             raise self._fail("alpha (input 1) and beta (input 2) must both be static or both be tensors")
         if alpha is not None and beta is not None:
+            if alpha.dtype != beta.dtype:
+                raise self._fail(f"alpha and beta must have the same type, got {alpha.dtype.name} and {beta.dtype.name}")
             if alpha.rank != 0:
                 raise self._fail(f"alpha must be a scalar (rank 0), got shape {alpha.shape}")
             if op == FillOperation.LINSPACE:
@@ -1016,6 +1055,11 @@ class _QDQLayer(ILayer):
                 raise self._fail(f"dequantize output type must be FLOAT, HALF or BF16, got {tt.name}")
         if scale.dtype not in _dtypes.FLOATS:
             raise self._fail(f"the {name} scale must be FLOAT, HALF or BF16, got {scale.dtype.name}")
+        if x.rank == 0:  # NvInfer.h: "The input tensor for this layer must not be a scalar."
+            raise self._fail(f"the {name} input must not be a scalar (0-D); reshape it to [1]")
+        known = scale.value()
+        if known is not None and known.numel() and not bool((known.float() > 0).all()):
+            raise self._fail(f"the {name} scale coefficients must all be positive")
         if self._network._strongly_typed and self._quantize and scale.dtype != x.dtype:
             raise self._fail(f"the scale type {scale.dtype.name} must match the input type {x.dtype.name}")
         bs = tuple(self._a.get("block_shape") or ())
