@@ -692,7 +692,7 @@ def _nearest_reference(x: np.ndarray, out: tuple[int, int], ct: str, rounding: s
     return res
 
 
-@pytest.mark.parametrize("sizes", [(14, 46), (26, 22), (30, 58), (4, 41), (6, 3)])
+@pytest.mark.parametrize("sizes", [(14, 46), (26, 22), (30, 58), (4, 41), (6, 3), (5, 20), (7, 14), (6, 18)])
 @pytest.mark.usefixtures("both_paths")
 def test_resize_nearest_exact_source_coordinates(sizes: tuple[int, int]) -> None:
     """Source coordinates that are exact integers or .5 ties (23 * 14 / 46 = 7, (20 + 0.5) * 4 / 41 - 0.5

@@ -727,6 +727,14 @@ def _cubic_weights(t: torch.Tensor, coeff: float) -> list[torch.Tensor]:
     return [w(1 + t), w(t), w(1 - t), w(2 - t)]
 
 
+def _exact_nearest_ratio(n_in: int, n_out: int) -> bool:
+    """torch's float32 nearest mapping is exact: n_in / n_out an integer, or n_out / n_in a power of two."""
+    if n_in % n_out == 0:
+        return True
+    k, rem = divmod(n_out, n_in)
+    return rem == 0 and k & (k - 1) == 0
+
+
 class IResizeLayer(ILayer):
     _layer_type = "RESIZE"
     _attrs = {
@@ -907,9 +915,10 @@ class IResizeLayer(ILayer):
         else:
             rnd = a["nearest_rounding"]
             # NOTE: torch maps output to input coordinates with a float32 scale, which puts exact
-            # integers and .5 ties just below (23 * 14 / 46 = 7 becomes 6.99..): only integer
-            # down-sampling factors map exactly; other sizes take the float64 general path.
-            if scales is not None or any(shape[i] % out[i] for i in changed):
+            # integers and .5 ties just below (23 * 14 / 46 = 7 becomes 6.99..). The scale is exact
+            # for integer down-sampling and power-of-two up-sampling (2x, 4x, ..: the common case);
+            # other sizes take the float64 general path.
+            if scales is not None or not all(_exact_nearest_ratio(shape[i], out[i]) for i in changed):
                 return None
             if ct == C.ASYMMETRIC and rnd == ResizeRoundMode.FLOOR:
                 tmode = "nearest"
