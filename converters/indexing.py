@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from torch2trt_lite.context import ConversionContext
+from torch2trt_lite.context import ConversionContext, ConverterRefusal
 from torch2trt_lite.errors import ConversionError
 from torch2trt_lite.registry import Call, converter
 
@@ -100,6 +100,11 @@ def _index_put_check(call: Call) -> str | None:
 def convert_index_put(ctx: ConversionContext, call: Call) -> Any:
     x, indices, values = call.arg(0, "input"), call.arg(1, "indices"), call.arg(2, "values")
     accumulate = bool(call.arg(3, "accumulate", False))
+    if accumulate and any(isinstance(i, torch.Tensor) and i.dtype != torch.bool and ctx.is_traced(i) for i in indices):
+        raise ConverterRefusal(
+            "accumulate=True with indices computed from the inputs: whether they repeat is only known at run "
+            "time, and TensorRT has no scatter-add to sum repeated ones"
+        )
     index = tuple(slice(None) if i is None else i for i in indices)
     inplace = call.qualname.endswith("_")
     base = _base(ctx, x, index, values) if inplace else ctx.itensor(x)

@@ -241,12 +241,33 @@ def _split_sizes(size: int, split: Any) -> list[int]:
     return [int(s) for s in split]
 
 
-def _slices(ctx: ConversionContext, it: Any, dim: int, sizes: Sequence[int]) -> list[Any]:
+def _slices(ctx: ConversionContext, it: Any, dim: int, sizes: Sequence[int],
+            starts: Sequence[int] | None = None) -> list[Any]:
+    """Pieces of ``it`` along ``dim``: back to back, or at ``starts`` (pieces may overlap)."""
     out, start = [], 0
-    for s in sizes:
+    for k, s in enumerate(sizes):
+        if starts is not None:
+            start = starts[k]
         out.append(S.slice_(ctx, it, dim, start, start + s) if len(sizes) > 1 else _identity(ctx, it))
         start += s
     return out
+
+
+def _view_starts(x: Any, pieces: Sequence[torch.Tensor], dim: int) -> list[int] | None:
+    """Where each piece (a view of ``x``) starts along ``dim``, from the storage offsets; None when
+    that cannot be read (``x`` not a tensor, a zero stride)."""
+    if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.stride(dim) == 0:
+        return None
+    starts = []
+    for p in pieces:
+        if p.numel() == 0:
+            starts.append(0)
+            continue
+        delta, rem = divmod(int(p.storage_offset()) - int(x.storage_offset()), int(x.stride(dim)))
+        if rem or p.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
+            return None
+        starts.append(delta)
+    return starts
 
 
 @converter("torch.split", T.split, torch.split_with_sizes, T.split_with_sizes)
@@ -260,7 +281,10 @@ def convert_split(ctx: ConversionContext, call: Call) -> Any:
 def convert_chunk(ctx: ConversionContext, call: Call) -> Any:
     it = _in(ctx, call)
     dim = S.norm_dim(call.arg(2, "dim", 0), len(tuple(it.shape)))
-    return _slices(ctx, it, dim, [o.shape[dim] for o in call.output])
+    # NOTE: tensor_split's indices need not increase ([-3, 2] on 7 elements: x[:4], x[4:2], x[2:]):
+    # each piece starts where torch's view of it does.
+    starts = _view_starts(call.arg(0, "input"), call.output, dim)
+    return _slices(ctx, it, dim, [o.shape[dim] for o in call.output], starts)
 
 
 @converter(torch.unbind, T.unbind)

@@ -89,6 +89,9 @@ def _new(kind: str) -> Any:
     def convert(ctx: ConversionContext, call: Call) -> Any:
         out = call.output
         if kind == "tensor":
+            data = call.arg(1, "data")
+            if isinstance(data, torch.Tensor) and ctx.is_traced(data):  # a copy of a traced tensor
+                return E.convert_dtype(ctx, ctx.itensor(data), out.dtype)
             return ctx.constant(out.detach().clone())
         value = {"zeros": 0, "ones": 1, "empty": 0}.get(kind)
         if kind == "full":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+from typing import Any
 
 import pytest
 import torch
@@ -298,3 +299,23 @@ def test_layers_are_named_from_module_path() -> None:
     trt_model = torch2trt_lite.convert(model, [torch.randn(3)], backend="sim")
     names = [layer.name for layer in trt_model._engine._layers]
     assert "0.0/relu" in names and "0.1/tanh" in names, names
+
+
+@pytest.mark.parametrize(
+    "fn, args",
+    [
+        (lambda x, s: x.narrow(0, s, 2), (torch.arange(6.0), torch.tensor(1))),  # int(start)
+        (lambda x, s: x[s : s + 2], (torch.arange(6.0), torch.tensor(1))),  # slice.indices
+        (lambda x, v: torch.full_like(x, v), (torch.arange(6.0), torch.tensor(1.5))),  # .item()
+        (lambda x, v: torch.nn.functional.pad(x, (1, 1), value=v), (torch.arange(6.0), torch.tensor(1.5))),
+        (lambda x, i: torch.index_put(x, (i,), torch.tensor(1.0), accumulate=True),  # repeats unknown
+         (torch.zeros(3), torch.tensor([0, 1]))),
+    ],
+    ids=["narrow_start", "slice_bound", "full_like_value", "pad_value", "index_put_accumulate"],
+)
+def test_converters_refuse_values_they_would_freeze(fn: Any, args: tuple[torch.Tensor, ...]) -> None:
+    """A converter needing a Python number (or a constant) where the model passes a tensor computed
+    from the inputs used to freeze the traced value; it is refused, naming the op and the line."""
+    with pytest.raises(UnsupportedOperatorError) as info:
+        torch2trt_lite.convert(fn, list(args), backend="sim")
+    assert "test_tracer.py:" in info.value.location and info.value.op

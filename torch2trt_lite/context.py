@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,6 +12,16 @@ from torch.utils._pytree import SUPPORTED_NODES, tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .errors import ConversionError, InternalError
+
+
+class ConverterRefusal(ConversionError):
+    """Raised by a converter that cannot convert this particular call (its arguments): the tracer
+    reports it as an unsupported call, naming the op, the module path and the user's source line."""
+
+
+class FrozenValueError(ConverterRefusal):
+    """A converter asked for a constant holding values computed from the inputs: they would be
+    frozen into the engine."""
 
 _TORCH_TO_NP = {
     torch.float32: np.float32, torch.float16: np.float16, torch.int8: np.int8, torch.int32: np.int32,
@@ -60,6 +71,7 @@ class ConversionContext:
         self.backend_name = backend_name
         self._map: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._consts: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._storages: dict[int, weakref.ref[torch.Tensor]] = {}  # data_ptr -> a traced tensor using it
         self._keepalive: list[Any] = []
         self._names: dict[str, int] = {}
         self.layer_info: dict[int, Any] = {}  # id(ITensor) -> converter-private info (e.g. BN folding)
@@ -91,9 +103,24 @@ class ConversionContext:
 
     def set_itensor(self, t: torch.Tensor, itensor: Any) -> None:
         self._map[t] = (itensor, t._version)
+        self._remember_storage(t)
 
     def set_lazy(self, t: torch.Tensor, make: Callable[[], Any]) -> None:
         self._map[t] = (_Lazy(make), t._version)
+        self._remember_storage(t)
+
+    def _remember_storage(self, t: torch.Tensor) -> None:
+        if t.numel() and t.device.type != "meta":
+            self._storages[t.untyped_storage().data_ptr()] = weakref.ref(t)
+
+    def holds_traced_values(self, t: torch.Tensor) -> bool:
+        """Does ``t`` share memory with a live traced tensor (a view, a ``detach()``, the tensor itself)?"""
+        if not t.numel() or t.device.type == "meta":
+            return False
+        ptr = t.untyped_storage().data_ptr()
+        ref = self._storages.get(ptr)
+        live = ref() if ref is not None else None
+        return live is not None and live.untyped_storage().data_ptr() == ptr
 
     def aliases(self, it: Any) -> list[torch.Tensor]:
         """The traced torch tensors now mapped to the network tensor ``it`` (a converter that rewrites
@@ -172,6 +199,11 @@ class ConversionContext:
     def weights(self, value: Any) -> Any:
         """``value`` as weights the backend accepts (numpy; kept alive until the build finishes)."""
         if isinstance(value, torch.Tensor):
+            if self.holds_traced_values(value):
+                raise FrozenValueError(
+                    "a value computed from the inputs would be stored in the engine as a constant (frozen); "
+                    "this call cannot be converted with that argument"
+                )
             t = value.detach()
             if t.dtype == torch.float64:
                 t = t.float()

@@ -35,7 +35,7 @@ from torch._C import (
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from .context import arg_tensors
+from .context import ConverterRefusal, arg_tensors
 from .errors import ConversionError, InternalError, Torch2TRTError, UnsupportedOperatorError
 from .registry import REGISTRY, Call, ConverterRecord, Registry, _load_builtin_converters
 
@@ -95,12 +95,30 @@ def _func_qualname(func: Any) -> str:
     return f"torch.{name}"
 
 
+_SKIP_MORE: list[tuple[str, ...]] = []
+
+
+def _skip_dirs() -> tuple[str, ...]:
+    """Folders of torch, the stdlib and this project's code, including ``converters/`` and
+    ``plugins_cuda/`` (outside the package folder in an editable install)."""
+    if not _SKIP_MORE:
+        extra = []
+        for name in ("torch2trt_lite.converters", "torch2trt_lite.plugins_cuda"):
+            mod = sys.modules.get(name)
+            extra += [os.path.abspath(p) + os.sep for p in getattr(mod, "__path__", [])]
+        if len(extra) < 2:  # not imported yet: look again next time
+            return _SKIP_DIRS + tuple(extra)
+        _SKIP_MORE.append(_SKIP_DIRS + tuple(extra))
+    return _SKIP_MORE[0]
+
+
 def user_location(skip_frames: int = 1) -> str:
     """``file:line`` of the innermost frame outside torch, torch2trt-lite and the stdlib."""
     frame: Any = sys._getframe(skip_frames)
+    skip = _skip_dirs()
     while frame is not None:
         fn = os.path.abspath(frame.f_code.co_filename)
-        if not fn.startswith(_SKIP_DIRS) and not fn.startswith("<"):
+        if not fn.startswith(skip) and not fn.startswith("<"):
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"
@@ -142,7 +160,7 @@ class _Guard(TorchFunctionMode):
             return _convert(tracer, record, getattr(func, "__torch2trt_lite_original__", func), args, kwargs)
         qual = _func_qualname(func)
         reason = "no converter is registered for this call on a traced tensor"
-        if name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy", "__array__"):
+        if name in _VALUE_READS:
             reason = (
                 "reads tensor values into Python, which would freeze them into the engine as constants "
                 "(data-dependent control flow or values cannot be converted)"
@@ -151,6 +169,31 @@ class _Guard(TorchFunctionMode):
         out = func(*args, **kwargs)
         tracer.ctx.mark_traced(out)  # check mode: keep reporting downstream calls
         return out
+
+
+_VALUE_READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy", "__array__"})
+
+
+class _ValueReads(TorchFunctionMode):
+    """Active while a converter runs: a converter that reads the value of a traced tensor argument
+    (``int(start)``, ``slice.indices``, ``.item()`` of a 0-D tensor computed from the inputs) would
+    freeze it into the engine. That is refused like the same read in the model's own code."""
+
+    def __init__(self, tracer: Tracer, qualname: str) -> None:
+        super().__init__()
+        self.tracer, self.qualname = tracer, qualname
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if _func_name(func) in _VALUE_READS and args and isinstance(args[0], torch.Tensor) and (
+            self.tracer.ctx.is_traced(args[0])
+        ):
+            self.tracer.unsupported(
+                self.qualname,
+                "an argument of this call is a tensor computed from the inputs where a Python number is "
+                "needed (its value would be frozen into the engine as a constant)",
+            )
+        return func(*args, **kwargs)
 
 
 class Tracer:
@@ -324,10 +367,13 @@ class Tracer:
             return
         before = ctx.num_layers()
         try:
-            result = record.converter(ctx, call)
+            with _ValueReads(self, record.qualname):
+                result = record.converter(ctx, call)
         except Torch2TRTError as e:
             if isinstance(e, UnsupportedOperatorError):
                 raise
+            if isinstance(e, ConverterRefusal):
+                self.unsupported(record.qualname, str(e))
             raise ConversionError(
                 f"converting {record.qualname} at module '{self.module_path or '<model>'}' "
                 f"({user_location(2)}) failed: {e}"

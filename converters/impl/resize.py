@@ -71,11 +71,16 @@ def pad(ctx: ConversionContext, it: Any, pads: Sequence[int], mode: str, value: 
     r = len(shape)
     if any(d < 0 for d in shape):
         raise ConversionError("padding a tensor with dynamic dimensions is not supported yet")
+    pairs = [(int(pads[2 * i]), int(pads[2 * i + 1])) for i in range(len(pads) // 2)]
+    if mode != "constant" and any(b < 0 or a < 0 for b, a in pairs):
+        # NOTE: torch crops first, then wraps / reflects / replicates what is left: two slices
+        it = pad(ctx, it, [min(p, 0) for pair in pairs for p in pair], "constant", 0.0, dtype)
+        shape = list(it.shape)
+        pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
     start = [0] * r
     size = list(shape)
-    for i in range(len(pads) // 2):
+    for i, (before, after) in enumerate(pairs):
         axis = r - 1 - i
-        before, after = int(pads[2 * i]), int(pads[2 * i + 1])
         start[axis] = -before
         size[axis] = shape[axis] + before + after
     layer = ctx.network.add_slice(it, tuple(start), tuple(size), (1,) * r)

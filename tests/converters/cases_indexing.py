@@ -160,6 +160,8 @@ def _index_put_(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
 
 
 CASES = [
+    # a 0-D index computed from the inputs, and a 0-D result
+    Case("getitem_traced_0d_index", lambda x, i: x[i] * 2, lambda: [randn(5), torch.tensor(3)]),
     # ---------------------------------------------------------------------- __getitem__
     Case("getitem_int", lambda x: x[1], x3, targets=[T + "__getitem__"]),
     Case("getitem_neg_int", lambda x: x[-1, -2], x3),

@@ -67,6 +67,9 @@ PAD = [
     Case("pad_replicate", lambda x: F.pad(x, (2, 3, 1, 1), mode="replicate"), lambda: [randn(1, 2, 3, 4)]),
     Case("pad_replicate_3d", lambda x: F.pad(x, (1, 1, 2, 0, 0, 1), mode="replicate"), lambda: [randn(1, 2, 2, 3, 3)]),
     Case("pad_circular", lambda x: F.pad(x, (1, 2, 2, 1), mode="circular"), lambda: [randn(1, 2, 3, 4)]),
+    # negative pads crop first, then the rest wraps / replicates / reflects
+    Case("pad_circular_crop", lambda x: F.pad(x, (-1, 2, 1, -1), mode="circular"), lambda: [randn(1, 2, 3, 4)]),
+    Case("pad_replicate_crop", lambda x: F.pad(x, (2, -1), mode="replicate"), lambda: [randn(1, 2, 5)]),
     Case("pad_module_reflection", lambda: nn.ReflectionPad2d((1, 2, 0, 1)), lambda: [randn(1, 2, 4, 4)],
          is_module=True),
     Case("pad_module_zero", lambda: nn.ZeroPad2d(2), lambda: [randn(1, 2, 3, 3)], is_module=True),

@@ -132,6 +132,8 @@ CASES = [
     Case("chunk_uneven", lambda x: x.chunk(3, dim=-1), lambda: [randn(2, 8)], targets=[T + "chunk"]),
     Case("tensor_split", lambda x: torch.tensor_split(x, 3, dim=1), lambda: [randn(2, 8)],
          targets=["torch.tensor_split"]),
+    # indices that do not increase: the pieces are x[:4], x[4:2] (empty) and x[2:], overlapping
+    Case("tensor_split_unordered_idx", lambda x: x.tensor_split([-3, 2], dim=1), lambda: [randn(2, 7)]),
     Case("tensor_split_idx", lambda x: x.tensor_split([1, 5], dim=1), lambda: [randn(2, 8)],
          targets=[T + "tensor_split"]),
     Case("unbind", torch.unbind, x3, targets=["torch.unbind"]),

@@ -80,6 +80,7 @@ CASES = [
     Case("new_empty", lambda x: x.new_empty(3).zero_(), xf, targets=[T + "new_empty"], constant=_SHAPE_ONLY),
     Case("new_full", lambda x: x.new_full((3, 1), 2) * x, xi, targets=[T + "new_full"]),
     Case("new_tensor", lambda x: x.new_tensor([1.0, 2.0, 3.0, 4.0]) * x, xf, targets=[T + "new_tensor"]),
+    Case("new_tensor_of_traced", lambda x: x.new_tensor(x * 2, dtype=torch.int32), xf),  # a copy, truncated
     Case("fill_", _fill, xf, targets=[T + "fill_"]),
     Case("fill_traced", _fill_traced, xf, constant="every element is x.sum() (a rolled x has the same sum)",
          others=lambda xs: [xs[0] * 2]),

@@ -91,7 +91,7 @@ def _zero_where_not(out: torch.Tensor, ok: torch.Tensor, lead: int) -> torch.Ten
     """``out`` with the entries whose index was out of range zeroed; ``ok``'s dims start at ``lead``."""
     if ok.device.type != "meta" and bool(ok.all()):
         return out
-    mask = ok.reshape(*ok.shape[:0], *([1] * lead), *ok.shape, *([1] * (out.dim() - lead - ok.dim())))
+    mask = ok.reshape((*([1] * lead), *ok.shape, *([1] * (out.dim() - lead - ok.dim()))))
     return torch.where(mask, out, torch.zeros((), dtype=out.dtype, device=out.device))
 
 
