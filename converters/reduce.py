@@ -37,6 +37,13 @@ def _input(ctx: ConversionContext, call: Call, dtype: torch.dtype) -> Any:
     return it
 
 
+def _in_dtype(ctx: ConversionContext, x: Any, dtype: torch.dtype) -> Any:
+    """``x`` converted to a reduction's ``dtype=`` like torch: float -> integer truncates."""
+    if isinstance(x, torch.Tensor) and x.dtype.is_floating_point and not dtype.is_floating_point:
+        return E.convert_dtype(ctx, ctx.itensor(x), dtype)
+    return E.operand(ctx, x, dtype)
+
+
 def _simple(op: str) -> Any:
     def convert(ctx: ConversionContext, call: Call) -> Any:
         dim, keep = _dim_keep(call)
@@ -44,7 +51,7 @@ def _simple(op: str) -> Any:
             dim = call.kwargs.get("dim", ())  # amax/amin: () means every dim
         dt = call.output.dtype
         x = call.arg(0, "input")
-        it = E.operand(ctx, x, dt)
+        it = _in_dtype(ctx, x, dt)
         dims = R.dims_of(dim, x.dim())
         if dt == torch.bool:
             it = ctx.cast(it, torch.int32)
@@ -89,7 +96,7 @@ def convert_prod(ctx: ConversionContext, call: Call) -> Any:
     dim, keep = _dim_keep(call)
     dt = call.output.dtype
     x = call.arg(0, "input")
-    it = E.operand(ctx, x, dt)
+    it = _in_dtype(ctx, x, dt)
     if dt == torch.bool:
         return ctx.cast(R.reduce(ctx, ctx.cast(it, torch.int32), "MIN", R.dims_of(dim, x.dim()), keep), torch.bool)
     return R.reduce(ctx, it, "PROD", R.dims_of(dim, x.dim()), keep)
@@ -198,6 +205,8 @@ register_table(
 
 def vector_norm(ctx: ConversionContext, it: Any, ord: Any, dims: list[int], keep: bool) -> Any:  # noqa: A002
     dt = E.dtype_of(ctx, it)
+    if dt in (torch.float16, torch.bfloat16):  # NOTE: |x|^p overflows fp16 from |x| ~ 256: fp32 inside, like torch
+        return ctx.cast(vector_norm(ctx, ctx.cast(it, torch.float32), ord, dims, keep), dt)
     a = E.unary(ctx, it, "ABS")
     if ord in (2, 2.0):
         return E.unary(ctx, R.reduce(ctx, E.ew(ctx, it, it, "PROD"), "SUM", dims, keep), "SQRT")
@@ -297,7 +306,7 @@ def _cum(kind: str) -> Any:
         dt = call.output.dtype
         if dt == torch.bool:
             raise ConversionError(f"{kind} of bool output is not supported")
-        it = E.operand(ctx, x, dt)
+        it = _in_dtype(ctx, x, dt)
         return R.cumsum(ctx, it, dim) if kind == "cumsum" else R.cumprod(ctx, it, dim)
 
     return convert

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 import os
@@ -163,3 +164,23 @@ def test_sim_runs_on_cuda_tensors(structured: tuple) -> None:
     got = t(*cx)
     assert got["a"].is_cuda
     torch.testing.assert_close(got, m(*cx), rtol=1e-5, atol=1e-6)
+
+
+def test_named_outputs_keep_their_types(tmp_path: object) -> None:
+    """torch.max(x, 0) returns torch.return_types.max and models return namedtuples: the engine
+    gives back the same types (their fields by name), also after a save and a load."""
+    pair = collections.namedtuple("pair", "a b")
+
+    class M(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[object, object]:
+            return torch.max(x, 0), pair(x * 2, x.sum())
+
+    x = torch.randn(3, 2)
+    t = torch2trt_lite.convert(M().eval(), [x], backend="sim")
+    path = os.path.join(str(tmp_path), "nt.engine")
+    t.save(path)
+    for m in (t, torch2trt_lite.load(path)):
+        (mx, p) = m(x)
+        assert isinstance(mx, torch.return_types.max) and torch.equal(mx.indices, x.max(0).indices)
+        assert type(p).__name__ == "pair" and p._fields == ("a", "b")
+        torch.testing.assert_close(p.a, x * 2)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import functools
 import json
 import os
 from typing import Any
@@ -33,7 +35,14 @@ def encode_tree(obj: Any, leaf_index: list[int]) -> Any:
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return {"c": obj}
     if isinstance(obj, tuple):
-        return {"tuple": [encode_tree(x, leaf_index) for x in obj]}
+        items = [encode_tree(x, leaf_index) for x in obj]
+        cls = type(obj)
+        if cls.__module__ == "torch.return_types" and getattr(torch.return_types, cls.__name__, None) is cls:
+            return {"tuple": items, "return_type": cls.__name__}  # torch.max(x, 0) -> (values, indices)
+        fields = getattr(cls, "_fields", None)
+        if isinstance(fields, tuple) and all(isinstance(f, str) for f in fields):  # a namedtuple
+            return {"tuple": items, "namedtuple": cls.__name__, "fields": list(fields)}
+        return {"tuple": items}
     if isinstance(obj, list):
         return {"list": [encode_tree(x, leaf_index) for x in obj]}
     if isinstance(obj, dict):
@@ -47,13 +56,30 @@ def encode_tree(obj: Any, leaf_index: list[int]) -> Any:
     )
 
 
+@functools.cache
+def _namedtuple(name: str, fields: tuple[str, ...]) -> Any:
+    """A namedtuple type like the model's (rebuilt from its name and fields; nothing is imported)."""
+    try:
+        return collections.namedtuple(name, fields)  # type: ignore[misc]
+    except (TypeError, ValueError) as e:
+        raise EngineFileError(f"engine metadata: invalid output namedtuple {name}{fields}: {e}") from None
+
+
 def decode_tree(spec: Any, leaves: list[torch.Tensor]) -> Any:
     if "t" in spec:
         return leaves[spec["t"]]
     if "c" in spec:
         return spec["c"]
     if "tuple" in spec:
-        return tuple(decode_tree(s, leaves) for s in spec["tuple"])
+        items = tuple(decode_tree(s, leaves) for s in spec["tuple"])
+        if "return_type" in spec:
+            cls = getattr(torch.return_types, str(spec["return_type"]), None)
+            if not isinstance(cls, type) or not issubclass(cls, tuple):
+                raise EngineFileError(f"engine metadata: unknown torch.return_types.{spec['return_type']}")
+            return cls(items)
+        if "namedtuple" in spec:
+            return _namedtuple(str(spec["namedtuple"]), tuple(spec["fields"]))(*items)
+        return items
     if "list" in spec:
         return [decode_tree(s, leaves) for s in spec["list"]]
     if "dict" in spec:

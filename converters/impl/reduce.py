@@ -51,8 +51,11 @@ def count(shape: Sequence[int], dims: Sequence[int]) -> int:
 
 
 def variance(ctx: ConversionContext, it: Any, dims: Sequence[int], correction: float, keepdim: bool) -> Any:
-    """Var over ``dims`` with ``correction`` (Bessel's for 1), in ``it``'s float dtype."""
+    """Var over ``dims`` with ``correction`` (Bessel's for 1), in ``it``'s float dtype (computed in
+    fp32 for fp16/bf16, like torch: squares overflow fp16 from |x - mean| ~ 256)."""
     dt = E.dtype_of(ctx, it)
+    if dt in (torch.float16, torch.bfloat16):
+        return ctx.cast(variance(ctx, ctx.cast(it, torch.float32), dims, correction, keepdim), dt)
     mean = reduce(ctx, it, "AVG", dims, True)
     diff = E.ew(ctx, it, mean, "SUB")
     ss = reduce(ctx, E.ew(ctx, diff, diff, "PROD"), "SUM", dims, keepdim)

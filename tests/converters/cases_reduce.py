@@ -60,6 +60,13 @@ CASES = [
     Case("prod_dim", lambda x: x.prod(1, keepdim=True), x3, targets=[T + "prod"]),
     Case("prod_int", lambda x: x.prod(-1), ints),
     Case("prod_bool", lambda x: x.prod(-1), rows_all_or_not),
+    # dtype= converts the input like torch (float -> integer truncates) before reducing
+    Case("sum_float_to_int_dtype", lambda x: torch.sum(x * 3, 1, dtype=torch.int64), x3),
+    Case("prod_float_to_int_dtype", lambda x: torch.prod(x * 3, -1, dtype=torch.int32), x3),
+    Case("cumsum_float_to_int_dtype", lambda x: torch.cumsum(x * 3, 2, dtype=torch.int64), x3),
+    # fp16: squares of |x| > 256 overflow half; torch accumulates in fp32
+    Case("var_half_large", lambda x: torch.var((x * 300).half(), -1), x3, rtol=1e-2, atol=1e-2),
+    Case("norm_half_large", lambda x: torch.linalg.vector_norm((x * 300).half(), 3, -1), x3, rtol=1e-2, atol=1e-2),
     Case("amax", lambda x: torch.amax(x, (0, 2)), x3, targets=["torch.amax"]),
     Case("amax_all", lambda x: x.amax(), x3, targets=[T + "amax"]),
     Case("amin", lambda x: torch.amin(x, -1, keepdim=True), x3, targets=["torch.amin"]),
