@@ -33,6 +33,14 @@ def apply_mask(ctx: ConversionContext, scores: Any, mask: Any, keep_where_true: 
     return _select(ctx, mask, neg, scores)
 
 
+def zero_masked_rows(ctx: ConversionContext, attn: Any, scores: Any, dtype: torch.dtype) -> Any:
+    """Attention weights with query rows whose scores are all masked (-inf) set to 0, as torch's
+    scaled_dot_product_attention returns for them (a plain softmax gives NaN)."""
+    r = rank(scores)
+    dead = ew(ctx, reduce(ctx, scores, "MAX", [r - 1], True), const(ctx, float("-inf"), dtype, r), "EQUAL")
+    return _select(ctx, dead, const(ctx, 0.0, dtype, r), attn)
+
+
 def repeat_heads(ctx: ConversionContext, it: Any, heads: int) -> Any:
     """``repeat_interleave`` of dim -3 up to ``heads`` (grouped-query attention)."""
     have = tuple(it.shape)[-3]
@@ -69,6 +77,8 @@ def sdpa(
     if mask is not None:
         scores = apply_mask(ctx, scores, mask, True, dtype)
     attn = softmax(ctx, scores, -1)
+    if mask is not None or is_causal:
+        attn = zero_masked_rows(ctx, attn, scores, dtype)
     return matmul(ctx, attn, v), attn
 
 
@@ -124,6 +134,8 @@ def multi_head_attention(
         kpm = key_padding_mask
         kpm = reshape(ctx, kpm, (n, 1, 1, s) if rank(kpm) == 2 else (1, 1, 1, s))
         scores = apply_mask(ctx, scores, kpm, False, dtype)
+    # NOTE: a query row whose keys are all masked is NaN here, as in torch's fused inference path
+    # (eval, batched); torch's unbatched / sdpa path gives 0 there instead: torch itself differs.
     attn = softmax(ctx, scores, -1)
     out = matmul(ctx, attn, v)  # [N, H, L, D]
     out = reshape(ctx, permute(ctx, out, (0, 2, 1, 3)), (n, length, e))
@@ -146,8 +158,15 @@ def cosine_similarity(ctx: ConversionContext, a: Any, b: Any, dim: int, eps: flo
     n = max(rank(a), rank(b))
     a, b = unsqueeze_to(ctx, a, n), unsqueeze_to(ctx, b, n)
     e = const(ctx, eps, dtype, n)
-    na = ew(ctx, vector_norm(ctx, a, 2.0, [dim], True, dtype), e, "MAX")
-    nb = ew(ctx, vector_norm(ctx, b, 2.0, [dim], True, dtype), e, "MAX")
+    ka, kb = tuple(a.shape)[dim], tuple(b.shape)[dim]
+
+    def norm(t: Any, own: int, other: int) -> Any:
+        v = vector_norm(ctx, t, 2.0, [dim], True, dtype)
+        if own == 1 and other > 1:  # NOTE: torch broadcasts first: a size-1 dim counts `other` times
+            v = ew(ctx, v, const(ctx, math.sqrt(other), dtype, n), "PROD")
+        return ew(ctx, v, e, "MAX")
+
+    na, nb = norm(a, ka, kb), norm(b, kb, ka)
     prod = ew(ctx, ew(ctx, a, na, "DIV"), ew(ctx, b, nb, "DIV"), "PROD")
     return reduce(ctx, prod, "SUM", [dim], keep_dims=False)
 

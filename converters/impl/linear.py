@@ -92,6 +92,8 @@ def bilinear(ctx: ConversionContext, x1: Any, x2: Any, weight: torch.Tensor, bia
              dtype: torch.dtype) -> Any:
     """``y[..., k] = x1 @ W[k] @ x2 + b[k]`` with ``W`` [out, in1, in2]."""
     out, in1, in2 = weight.shape
+    if rank(x1) == 1:  # unbatched: [in1], [in2] -> [out]
+        return squeeze(ctx, bilinear(ctx, unsqueeze(ctx, x1, [0]), unsqueeze(ctx, x2, [0]), weight, bias, dtype), [0])
     w = const(ctx, weight.detach().permute(1, 0, 2).reshape(in1, out * in2), dtype)
     t = matmul(ctx, x1, w)  # [..., out * in2]
     shape = tuple(t.shape)

@@ -135,8 +135,8 @@ def rms_norm(ctx: ConversionContext, it: Any, ndims: int, weight: Any, eps: floa
     """``x * rsqrt(mean(x^2 over the last ndims) + eps) * weight`` (computed in fp32 for halves)."""
     r = rank(it)
     x = ctx.cast(it, torch.float32) if dtype != torch.float32 else it
-    if eps is None:
-        eps = float(torch.finfo(dtype).eps)
+    if eps is None:  # NOTE: torch takes fp32's eps for fp16/bf16 too (it computes in fp32 as well)
+        eps = float(torch.finfo(torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype).eps)
     sq = ew(ctx, x, x, "PROD")
     ms = reduce(ctx, sq, "AVG", range(r - ndims, r), True)
     ms = ew(ctx, ms, const(ctx, eps, torch.float32, r), "SUM")
@@ -178,7 +178,10 @@ def lp_normalize(ctx: ConversionContext, it: Any, p: float, dim: int, eps: float
 
 def vector_norm(ctx: ConversionContext, it: Any, p: float, dims: Sequence[int], keep: bool,
                 dtype: torch.dtype) -> Any:
-    """``||x||_p`` over ``dims``: p = 2 (sqrt of sum of squares), 1, inf, -inf, 0 or any other p."""
+    """``||x||_p`` over ``dims``: p = 2 (sqrt of sum of squares), 1, inf, -inf, 0 or any other p.
+    fp16/bf16 are computed in fp32 like torch (|x|^p overflows half from |x| ~ 256 for p = 2)."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return ctx.cast(vector_norm(ctx, ctx.cast(it, torch.float32), p, dims, keep, torch.float32), dtype)
     r = rank(it)
     if p == 2:
         return unary(ctx, reduce(ctx, ew(ctx, it, it, "PROD"), "SUM", dims, keep), "SQRT")

@@ -1,0 +1,28 @@
+"""Regressions found by differential fuzzing against eager PyTorch (2026-11-30): each case failed before
+its fix (wrong values, shapes or overflows), with inputs that reach the fixed path."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests.converters.harness import Case, randn
+
+_DEAD_ROW = torch.tensor([[True, True, False], [False, False, False], [True, False, True]])
+
+
+CASES = [
+    Case("fuzz_bilinear_unbatched", lambda: nn.Bilinear(2, 3, 4), lambda: [randn(2), randn(3, seed=1)],
+         is_module=True),
+    Case("fuzz_cosine_similarity_broadcast_dim", lambda a, b: F.cosine_similarity(a, b, dim=0),
+         lambda: [randn(3, 2), randn(1, 2, seed=1)]),
+    Case("fuzz_sdpa_fully_masked_row", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=_DEAD_ROW),
+         lambda: [randn(1, 3, 4), randn(1, 3, 4, seed=1), randn(1, 3, 4, seed=2)]),
+    Case("fuzz_rms_norm_half_default_eps", lambda x: F.rms_norm(x.half() * 0.02, (4,)).float(), lambda: [randn(3, 4)],
+         rtol=2e-3, atol=2e-3),
+    Case("fuzz_normalize_half_large", lambda x: F.normalize((x * 300).half(), dim=1).float(), lambda: [randn(3, 4)],
+         rtol=2e-3, atol=2e-3),
+    Case("fuzz_pairwise_distance_half_large", lambda a, b: F.pairwise_distance((a * 300).half(), (b * 300).half()),
+         lambda: [randn(3, 4), randn(3, 4, seed=1)], rtol=1e-2, atol=1e-1),
+]
