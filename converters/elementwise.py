@@ -111,6 +111,21 @@ def convert_rpow(ctx: ConversionContext, call: Call) -> Any:
 
 
 def _pow(ctx: ConversionContext, a: Any, b: Any, dtype: torch.dtype) -> Any:
+    if isinstance(b, int) and not isinstance(b, bool) and not dtype.is_floating_point and dtype != torch.bool \
+            and 0 <= b <= 64:
+        # NOTE: an integer power by squaring, exact (and wrapping) like torch; fp32 pow loses digits past 2^24
+        base = E.operand(ctx, a, dtype)
+        result: Any = None
+        while True:
+            if b & 1:
+                result = base if result is None else E.ew(ctx, result, base, "PROD")
+            b >>= 1
+            if not b:
+                break
+            base = E.ew(ctx, base, base, "PROD")
+        if result is None:  # x ** 0
+            result = E.ew(ctx, E.ew(ctx, base, base, "SUB"), E.scalar(ctx, 1, dtype), "SUM")
+        return result
     if isinstance(b, (int, float)) and not isinstance(b, bool) and dtype.is_floating_point:
         if b == 1:
             return ctx.network.add_identity(E.operand(ctx, a, dtype)).get_output(0)

@@ -150,12 +150,27 @@ def cumsum(ctx: ConversionContext, it: Any, dim: int) -> Any:
 
 
 def cumprod(ctx: ConversionContext, it: Any, dim: int) -> Any:
-    """Cumulative product from cumulative sums: exp(cumsum(log|x|)), the sign from the count of negatives,
-    and zero from the first zero on (TensorRT has no cumulative product)."""
+    """Cumulative product (TensorRT has none): a log-step scan of elementwise products when the axis
+    is static (exact for integers: y *= y shifted by 1, 2, 4, .. with ones shifted in), else
+    exp(cumsum(log|x|)) with the sign from the count of negatives and zero from the first zero on."""
     dt = E.dtype_of(ctx, it)
-    n = len(tuple(it.shape))
+    shape = tuple(it.shape)
+    n = len(shape)
     if n == 0:
         return ctx.network.add_identity(it).get_output(0)
+    axis = S.norm_dim(dim, n)
+    length = shape[axis]
+    if length >= 0 and all(d >= 0 for d in shape):
+        y, step = it, 1
+        while step < length:
+            start = [0] * n
+            start[axis] = -step
+            layer = ctx.network.add_slice(y, tuple(start), shape, (1,) * n)
+            layer.mode = ctx.trt.SampleMode.FILL
+            layer.set_input(4, E.scalar(ctx, 1, dt))
+            y = E.ew(ctx, y, layer.get_output(0), "PROD")
+            step *= 2
+        return y if length > 1 else ctx.network.add_identity(it).get_output(0)
     work = dt if dt.is_floating_point else torch.float32
     x = ctx.cast(it, work)
     zero = E.scalar(ctx, 0, work)

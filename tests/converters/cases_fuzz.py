@@ -12,7 +12,19 @@ from tests.converters.harness import Case, randn
 _DEAD_ROW = torch.tensor([[True, True, False], [False, False, False], [True, False, True]])
 
 
+def _big_ints() -> list[torch.Tensor]:
+    return [torch.tensor([[9, -7, 100001, 3], [2, 11, -46341, 5]])]
+
+
 CASES = [
+    # a window larger than the input: rounding up still gives one output (torch's ceil_mode)
+    Case("fuzz_max_pool_ceil_tiny", lambda x: F.max_pool2d(x, 2, ceil_mode=True), lambda: [randn(1, 2, 1, 3)]),
+    Case("fuzz_avg_pool_ceil_tiny", lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True), lambda: [randn(1, 2, 1, 3)]),
+    # integer products past 2^24: exact, not through float32
+    Case("fuzz_int_pow", lambda x: x ** 2 + x ** 3, _big_ints),
+    Case("fuzz_int_cumprod", lambda x: torch.cumprod(x, 1), _big_ints),
+    Case("fuzz_cumprod_bf16", lambda x: torch.cumprod((x.abs() + 2).bfloat16(), 1).float(), lambda: [randn(2, 6)],
+         rtol=1e-2, atol=1e-2),
     Case("fuzz_bilinear_unbatched", lambda: nn.Bilinear(2, 3, 4), lambda: [randn(2), randn(3, seed=1)],
          is_module=True),
     Case("fuzz_cosine_similarity_broadcast_dim", lambda a, b: F.cosine_similarity(a, b, dim=0),

@@ -148,12 +148,11 @@ def _forward_geometry(
         pre, post = (small, big) if mode == PaddingMode.SAME_UPPER else (big, small)
         return pre, post, 0, out
     span = size + pre + post - window
-    if span < 0:
+    # O = ceil((M - DK) / S) + 1 rounding up, floor(..) + 1 down: a window larger than the padded
+    # input still gives one output rounding up when it overhangs by less than a stride
+    out = max(0, (-(-span // stride) if mode == PaddingMode.EXPLICIT_ROUND_UP else span // stride) + 1)
+    if out == 0:
         return pre, post, 0, 0
-    if mode == PaddingMode.EXPLICIT_ROUND_UP:
-        out = -(-span // stride) + 1
-    else:
-        out = span // stride + 1
     extra = max(0, (out - 1) * stride + window - (size + pre + post))
     return pre, post, extra, out
 
