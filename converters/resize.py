@@ -12,6 +12,7 @@ from torch2trt_lite.registry import Call, converter
 
 from .impl import pooling
 from .impl import resize as rs
+from .impl import shape as S
 from .impl.nn_common import float_dtype, is_traced
 
 
@@ -107,6 +108,21 @@ def convert_affine_grid(ctx: ConversionContext, call: Call) -> Any:
 @converter(F.pixel_shuffle)
 def convert_pixel_shuffle(ctx: ConversionContext, call: Call) -> Any:
     return rs.pixel_shuffle(ctx, ctx.itensor(call.arg(0, "input")), int(call.arg(1, "upscale_factor")), False)
+
+
+@converter(torch.nn.ChannelShuffle, torch.channel_shuffle, torch.native_channel_shuffle)  # F.channel_shuffle is torch.channel_shuffle
+def convert_channel_shuffle(ctx: ConversionContext, call: Call) -> Any:
+    """[N, C, *] -> [N, g, C / g, *] -> swap the two -> [N, C, *] (ShuffleNet)."""
+    if call.qualname.endswith("ChannelShuffle"):
+        x, groups = call.arg(1, "input"), int(call.args[0].groups)
+    else:
+        x, groups = call.arg(0, "input"), int(call.arg(1, "groups"))
+    it = ctx.itensor(x)
+    shape = tuple(x.shape)
+    n, c, rest = shape[0], shape[1], shape[2:]
+    y = S.reshape(ctx, it, (n, groups, c // groups, *rest))
+    y = S.permute(ctx, y, (0, 2, 1, *range(3, 3 + len(rest))))
+    return S.reshape(ctx, y, shape)
 
 
 @converter(F.pixel_unshuffle)

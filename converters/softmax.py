@@ -57,6 +57,13 @@ def _make(kind: str) -> Any:
     return convert
 
 
+def _no_float64(call: Call) -> str | None:
+    dtype = call.kwargs.get("dtype") or next((a for a in call.args[2:] if isinstance(a, torch.dtype)), None)
+    if dtype == torch.float64 or (isinstance(call.output, torch.Tensor) and call.output.dtype == torch.float64):
+        return "dtype=torch.float64: TensorRT has no float64 (use float32)"
+    return None
+
+
 register_table(
     {
         (F.softmax, torch.softmax, torch.Tensor.softmax, torch.special.softmax): "softmax",
@@ -64,4 +71,5 @@ register_table(
         (F.softmin,): "softmin",
     },
     _make,
+    check=_no_float64,
 )

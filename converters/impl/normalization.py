@@ -11,7 +11,7 @@ import torch
 from torch2trt_lite.context import ConversionContext
 
 from .conv import fold_affine
-from .nn_common import const, ew, is_traced, rank, reduce, reshape, unary
+from .nn_common import const, ew, is_traced, rank, reduce, reshape, squeeze, unary, unsqueeze
 
 
 def channel_affine(ctx: ConversionContext, it: Any, scale: torch.Tensor, shift: torch.Tensor,
@@ -112,6 +112,8 @@ def layer_norm(ctx: ConversionContext, it: Any, ndims: int, weight: Any, bias: A
 def group_norm(ctx: ConversionContext, it: Any, groups: int, weight: Any, bias: Any, eps: float,
                dtype: torch.dtype) -> Any:
     r = rank(it)
+    if r == 2 and groups > 1:  # [N, C]: each group normalizes over its C / G channels; a spatial dim of 1
+        return squeeze(ctx, group_norm(ctx, unsqueeze(ctx, it, [2]), groups, weight, bias, eps, dtype), [2])
     cshape = (1, -1) + (1,) * (r - 2)
     if groups == 1:
         return normalize_axes(ctx, it, range(1, r), eps, dtype,

@@ -17,6 +17,18 @@ def _big_ints() -> list[torch.Tensor]:
 
 
 CASES = [
+    Case("channel_shuffle_fn", lambda x: F.channel_shuffle(x, 3), lambda: [randn(2, 6, 3, 4)],
+         targets=["torch.channel_shuffle"]),
+    Case("channel_shuffle_module", lambda: nn.ChannelShuffle(2), lambda: [randn(1, 4, 3)], is_module=True,
+         targets=["torch.nn.modules.channelshuffle.ChannelShuffle"]),
+    Case("channel_shuffle_torch", lambda x: torch.channel_shuffle(x, 2) + torch.native_channel_shuffle(x, 2),
+         lambda: [randn(1, 4, 3)], targets=["torch.channel_shuffle", "torch.native_channel_shuffle"]),
+    Case("fuzz_group_norm_rank2", lambda x: F.group_norm(x, 3, torch.linspace(0.5, 1.5, 6), torch.linspace(-1, 1, 6)),
+         lambda: [randn(3, 6)]),
+    Case("fuzz_sdpa_half_large_scores", lambda q: F.scaled_dot_product_attention(
+        (q * 200).half(), (q * 200).half(), (q * 200).half()).float(), lambda: [randn(1, 3, 4)], rtol=1e-2, atol=1e-1),
+    Case("fuzz_softmax_float64_refused", lambda x: F.softmax(x, 0, dtype=torch.float64), lambda: [randn(3)],
+         xfail="dtype=torch.float64 is refused: TensorRT has no float64"),
     # a window larger than the input: rounding up still gives one output (torch's ceil_mode)
     Case("fuzz_max_pool_ceil_tiny", lambda x: F.max_pool2d(x, 2, ceil_mode=True), lambda: [randn(1, 2, 1, 3)]),
     Case("fuzz_avg_pool_ceil_tiny", lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True), lambda: [randn(1, 2, 1, 3)]),
