@@ -123,7 +123,17 @@ def extreme(ctx: ConversionContext, it: Any, dim: int, largest: bool) -> tuple[A
     first = reduce(ctx, E.select(ctx, hit, ctx.constant(pos), E.scalar(ctx, float(size), torch.float32, n)),
                    "MIN", [dim], True)
     first = ctx.cast(first, torch.int64)
-    return values, E.ew(ctx, first, idx, "MIN")
+    idx = E.ew(ctx, first, idx, "MIN")
+    if E.dtype_of(ctx, it).is_floating_point:
+        # NOTE: torch's max/min/argmax/argmin propagate NaN (value NaN, index of the first NaN);
+        # top-k does not promise to see it: pick it up explicitly
+        nan = E.unary(ctx, it, "ISNAN")
+        first_nan = reduce(ctx, E.select(ctx, nan, ctx.constant(pos), E.scalar(ctx, float(size), torch.float32, n)),
+                           "MIN", [dim], True)
+        any_nan = E.compare(ctx, first_nan, float(size), "lt")
+        values = E.select(ctx, any_nan, E.scalar(ctx, float("nan"), E.dtype_of(ctx, values), n), values)
+        idx = E.select(ctx, any_nan, ctx.cast(first_nan, torch.int64), idx)
+    return values, idx
 
 
 def arg_extreme(ctx: ConversionContext, it: Any, dim: Any, keepdim: bool, largest: bool) -> Any:

@@ -16,7 +16,15 @@ def _big_ints() -> list[torch.Tensor]:
     return [torch.tensor([[9, -7, 100001, 3], [2, 11, -46341, 5]])]
 
 
+def _with_nans() -> list[torch.Tensor]:
+    x = randn(3, 5)
+    x[0, 1] = x[0, 3] = x[2, 4] = float("nan")
+    return [x]
+
+
 CASES = [
+    # NaN propagates through max/min(dim) and argmax/argmin: value NaN, index of the first NaN
+    Case("fuzz_min_max_nan", lambda x: (*torch.min(x, 1), *torch.max(x, 0), x.argmin(1), x.argmax()), _with_nans),
     Case("channel_shuffle_fn", lambda x: F.channel_shuffle(x, 3), lambda: [randn(2, 6, 3, 4)],
          targets=["torch.channel_shuffle"]),
     Case("channel_shuffle_module", lambda: nn.ChannelShuffle(2), lambda: [randn(1, 4, 3)], is_module=True,
