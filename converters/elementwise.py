@@ -288,12 +288,29 @@ def _shift(left: bool, reverse: bool = False) -> Any:
         if reverse:
             a, b = b, a
         dtype = call.output.dtype
+        bits = torch.iinfo(dtype).bits
+        x = E.operand(ctx, a, dtype)
+        # torch: a shift by b < 0 or b >= bits gives 0 (<<) or the sign, a >> (bits - 1) (>>); a << b
+        # wraps. 2 ** b is exact in float32 up to b = bits - 2; bits - 1 is one doubling more.
+        zero, minus_one = E.scalar(ctx, 0, dtype), E.scalar(ctx, -1, dtype)
+        sign = E.select(ctx, E.compare(ctx, x, 0, "lt"), minus_one, zero)
         if isinstance(b, int):
-            factor: Any = 1 << b
-        else:  # 2 ** b, exact in float for the shift amounts an integer type allows
-            factor = ctx.cast(E.ew(ctx, E.scalar(ctx, 2.0, torch.float32), E.operand(ctx, b, torch.float32), "POW"),
-                              dtype)
-        return E.arith(ctx, a, factor, "mul" if left else "div_floor", dtype)
+            if b < 0 or b >= bits or (not left and b == bits - 1):
+                return E.ew(ctx, E.ew(ctx, x, zero, "PROD"), zero if left else sign, "SUM")  # shaped like x
+            if left and b == bits - 1:
+                return E.ew(ctx, E.arith(ctx, x, 1 << (bits - 2), "mul", dtype), E.scalar(ctx, 2, dtype), "PROD")
+            return E.arith(ctx, x, 1 << b, "mul" if left else "div_floor", dtype)
+        bt = E.operand(ctx, b, dtype)
+        top = E.scalar(ctx, bits - 2, dtype)
+        clamped = E.ew(ctx, E.ew(ctx, bt, zero, "MAX"), top, "MIN")
+        factor = ctx.cast(E.ew(ctx, E.scalar(ctx, 2.0, torch.float32), ctx.cast(clamped, torch.float32), "POW"), dtype)
+        in_range = E.logical(ctx, E.compare(ctx, bt, 0, "ge"), E.compare(ctx, bt, bits, "lt"), "and")
+        if left:
+            y = E.ew(ctx, x, factor, "PROD")
+            y = E.select(ctx, E.compare(ctx, bt, bits - 1, "eq"), E.ew(ctx, y, E.scalar(ctx, 2, dtype), "PROD"), y)
+            return E.select(ctx, in_range, y, zero)
+        y = E.arith(ctx, x, factor, "div_floor", dtype)
+        return E.select(ctx, E.logical(ctx, in_range, E.compare(ctx, bt, bits - 1, "lt"), "and"), y, sign)
 
     return convert
 

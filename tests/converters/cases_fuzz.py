@@ -22,7 +22,14 @@ def _with_nans() -> list[torch.Tensor]:
     return [x]
 
 
+def _shift_pairs() -> list[torch.Tensor]:
+    a = torch.tensor([[5, -3, 5, -3, 1, -1, 7, -7, 12]], dtype=torch.int32)
+    return [a, torch.tensor([[-1, -1, 40, 40, 31, 31, 2, 2, 0]], dtype=torch.int32)]
+
+
 CASES = [
+    # shift amounts < 0 or >= 32: 0 for <<, the sign for >>; << 31 wraps (torch's rules)
+    Case("fuzz_shifts_out_of_range", lambda a, b: (a << b, a >> b, a << 31, a >> 40), _shift_pairs),
     # NaN propagates through max/min(dim) and argmax/argmin: value NaN, index of the first NaN
     Case("fuzz_min_max_nan", lambda x: (*torch.min(x, 1), *torch.max(x, 0), x.argmin(1), x.argmax()), _with_nans),
     Case("channel_shuffle_fn", lambda x: F.channel_shuffle(x, 3), lambda: [randn(2, 6, 3, 4)],
