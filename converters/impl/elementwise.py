@@ -122,13 +122,13 @@ def arith(ctx: ConversionContext, a: Any, b: Any, kind: str, dtype: torch.dtype)
     if kind == "pow" and not dtype.is_floating_point:
         fa, fb = operand(ctx, a, torch.float32), operand(ctx, b, torch.float32)
         return ctx.cast(ew(ctx, fa, fb, "POW"), dtype)
+    if dtype.is_floating_point and kind in ("div_floor", "remainder", "fmod"):
+        return _float_divmod(ctx, a, b, kind, dtype)
     ia, ib = operand(ctx, a, dtype), operand(ctx, b, dtype)
     simple = {"add": "SUM", "sub": "SUB", "mul": "PROD", "div": "DIV", "max": "MAX", "min": "MIN", "pow": "POW",
               "div_floor": "FLOOR_DIV"}
-    if kind in simple and not (kind == "div_floor" and dtype.is_floating_point):
+    if kind in simple:
         return ew(ctx, ia, ib, simple[kind])
-    if kind == "div_floor":  # floats: floor(a / b)
-        return unary(ctx, ew(ctx, ia, ib, "DIV"), "FLOOR")
     if kind == "div_trunc":
         q = ew(ctx, ia, ib, "DIV")
         return trunc(ctx, q) if dtype.is_floating_point else q  # TensorRT's integer DIV truncates
@@ -141,6 +141,60 @@ def arith(ctx: ConversionContext, a: Any, b: Any, kind: str, dtype: torch.dtype)
             q = trunc(ctx, q) if dtype.is_floating_point else q
         return ew(ctx, ia, ew(ctx, q, ib, "PROD"), "SUB")
     raise ConversionError(f"unknown arithmetic kind {kind!r}")
+
+
+def _two_product(ctx: ConversionContext, u: Any, v: Any, dtype: torch.dtype) -> tuple[Any, Any]:
+    """Dekker's error-free product of float32 tensors: (p, e) with p = fl(u * v) and u * v = p + e
+    exactly (no FMA needed; barring overflow)."""
+    factor = scalar(ctx, 4097.0, dtype)  # 2^12 + 1 splits float32's 24-bit significand in halves
+
+    def split(t: Any) -> tuple[Any, Any]:
+        c = ew(ctx, factor, t, "PROD")
+        hi = ew(ctx, c, ew(ctx, c, t, "SUB"), "SUB")
+        return hi, ew(ctx, t, hi, "SUB")
+
+    p = ew(ctx, u, v, "PROD")
+    uh, ul = split(u)
+    vh, vl = split(v)
+    e = ew(ctx, ew(ctx, ew(ctx, ew(ctx, uh, vh, "PROD"), p, "SUB"), ew(ctx, uh, vl, "PROD"), "SUM"),
+           ew(ctx, ul, vh, "PROD"), "SUM")
+    return p, ew(ctx, e, ew(ctx, ul, vl, "PROD"), "SUM")
+
+
+def _float_divmod(ctx: ConversionContext, a: Any, b: Any, kind: str, dtype: torch.dtype) -> Any:
+    """torch's float floor division, remainder and fmod (fp16/bf16 computed in fp32).
+
+    torch derives them from an exact fmod; TensorRT has none. Here ``r = a - trunc(a / b) * b``, with
+    the product kept exact, is corrected by one ``|b|`` where the rounded quotient was one off
+    (7 % 0.1: 7 / 0.1 rounds to 70, the true quotient is 69.99..), so the remainder has a's sign
+    and ``|r| < |b|`` as fmod's does.
+    """
+    work = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    x, y = operand(ctx, a, work), operand(ctx, b, work)
+    x, y = broadcast(ctx, x, y)
+    zero = scalar(ctx, 0, work)
+    q = trunc(ctx, ew(ctx, x, y, "DIV"))
+    p, err = _two_product(ctx, q, y, work)  # q * b = p + err exactly: a - q * b without the product's rounding
+    r = ew(ctx, ew(ctx, x, p, "SUB"), err, "SUB")
+    ay = unary(ctx, y, "ABS")
+    sa = unary(ctx, x, "SIGN")
+    step = ew(ctx, sa, ay, "PROD")  # |b| with a's sign
+    overshot = ew(ctx, ew(ctx, r, sa, "PROD"), zero, "LESS")  # r != 0 with the sign opposite to a's
+    r = select(ctx, overshot, ew(ctx, r, step, "SUM"), r)
+    r = select(ctx, ew(ctx, unary(ctx, r, "ABS"), ay, "LESS"), r, ew(ctx, r, step, "SUB"))  # undershot
+    if kind == "fmod":
+        return ctx.cast(r, dtype)
+    # remainder / floor division: fmod's result moved to b's sign, as torch does
+    wrong_sign = logical(ctx, compare(ctx, r, 0, "ne"),
+                         compare(ctx, ew(ctx, r, zero, "LESS"), ew(ctx, y, zero, "LESS"), "ne"), "and")
+    if kind == "remainder":
+        return ctx.cast(select(ctx, wrong_sign, ew(ctx, r, y, "SUM"), r), dtype)
+    div = ew(ctx, ew(ctx, x, r, "SUB"), y, "DIV")
+    div = select(ctx, wrong_sign, ew(ctx, div, scalar(ctx, 1, work), "SUB"), div)
+    fl = unary(ctx, div, "FLOOR")
+    fl = select(ctx, ew(ctx, ew(ctx, div, fl, "SUB"), scalar(ctx, 0.5, work), "GREATER"),
+                ew(ctx, fl, scalar(ctx, 1, work), "SUM"), fl)
+    return ctx.cast(fl, dtype)
 
 
 def _atan2(ctx: ConversionContext, y: Any, x: Any) -> Any:

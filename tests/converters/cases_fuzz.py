@@ -27,7 +27,18 @@ def _shift_pairs() -> list[torch.Tensor]:
     return [a, torch.tensor([[-1, -1, 40, 40, 31, 31, 2, 2, 0]], dtype=torch.int32)]
 
 
+def _near_integer_quotients() -> list[torch.Tensor]:
+    a = torch.tensor([[7.0, 1.0, -7.0, 100.3, 5.5, -2.25, 1048577.0], [0.3, -0.7, 2.0, 9.9, -1e-3, 4.0, 33.0]])
+    b = torch.tensor([[0.1, 0.1, 0.1, 0.9, -2.0, 0.75, 3.0], [0.1, 0.2, -0.3, 3.3, 7.0, -1.5, 0.7]])
+    return [a, b]
+
+
 CASES = [
+    # float //, % and fmod where the rounded quotient is one off (7 % 0.1 is 0.0999..), and fp16 quotients
+    # that overflow half (70 / 0.001): exact like torch's fmod-based kernels
+    Case("fuzz_float_divmod_near_integer", lambda a, b: (a // b, a % b, torch.fmod(a, b)), _near_integer_quotients),
+    Case("fuzz_half_divmod_overflow", lambda a, b: ((a * 10).half() % (b / 100).half(), torch.fmod((a * 10).half(),
+         (b / 100).half())), _near_integer_quotients, rtol=1e-3, atol=1e-3),
     # shift amounts < 0 or >= 32: 0 for <<, the sign for >>; << 31 wraps (torch's rules)
     Case("fuzz_shifts_out_of_range", lambda a, b: (a << b, a >> b, a << 31, a >> 40), _shift_pairs),
     # NaN propagates through max/min(dim) and argmax/argmin: value NaN, index of the first NaN
