@@ -15,7 +15,8 @@ from .impl import shape as S
 
 
 def activation(ctx: ConversionContext, x: Any, kind: str, alpha: float = 0.0, beta: float = 0.0) -> Any:
-    layer = ctx.network.add_activation(ctx.itensor(x), getattr(ctx.trt.ActivationType, kind))
+    it = x if E.is_itensor(x) else ctx.itensor(x)
+    layer = ctx.network.add_activation(it, getattr(ctx.trt.ActivationType, kind))
     if alpha:
         layer.alpha = float(alpha)
     if beta:
@@ -25,7 +26,13 @@ def activation(ctx: ConversionContext, x: Any, kind: str, alpha: float = 0.0, be
 
 def _simple(kind: str) -> Any:
     def convert(ctx: ConversionContext, call: Call) -> Any:
-        return activation(ctx, call.arg(0, "input"), kind)
+        x = call.arg(0, "input")
+        if isinstance(x, torch.Tensor) and not x.dtype.is_floating_point:
+            # NOTE: TensorRT's activations take floats; torch gives relu(int) -> int, sigmoid/tanh(int) -> float
+            if kind == "RELU":
+                return E.arith(ctx, x, 0, "max", call.output.dtype)
+            return activation(ctx, E.operand(ctx, x, call.output.dtype), kind)
+        return activation(ctx, x, kind)
 
     return convert
 

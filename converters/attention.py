@@ -12,7 +12,7 @@ from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter
 
 from .impl import attention as att
-from .impl.nn_common import float_dtype
+from .impl.nn_common import float_dtype, gather, reshape
 
 
 def _floats(*names: tuple[int, str]) -> Any:
@@ -98,6 +98,19 @@ def convert_pairwise_distance(ctx: ConversionContext, call: Call) -> Any:
     return att.pairwise_distance(ctx, ctx.itensor(call.arg(0, "x1"), dt), ctx.itensor(call.arg(1, "x2"), dt),
                                  float(call.arg(2, "p", 2.0)), float(call.arg(3, "eps", 1e-6)),
                                  bool(call.arg(4, "keepdim", False)), dt)
+
+
+@converter(F.pdist, check=_floats((0, "input")))
+def convert_pdist(ctx: ConversionContext, call: Call) -> Any:
+    """Distances of the pairs i < j of the rows of [N, M], in row-major order: cdist of x with itself,
+    then the upper triangle gathered by constant indices."""
+    x = call.arg(0, "input")
+    dt = call.output.dtype
+    n = int(x.shape[0])
+    full = att.cdist(ctx, ctx.itensor(x, dt), ctx.itensor(x, dt), float(call.arg(1, "p", 2.0)), dt)
+    upper = torch.triu_indices(n, n, offset=1)
+    flat = (upper[0] * n + upper[1]).to(torch.int32)
+    return gather(ctx, reshape(ctx, full, (n * n,)), flat, 0)
 
 
 @converter(torch.cdist, check=_floats((0, "x1"), (1, "x2")))

@@ -34,6 +34,10 @@ def _near_integer_quotients() -> list[torch.Tensor]:
 
 
 CASES = [
+    Case("pdist", lambda x: F.pdist(x) + torch.pdist(x, 1), lambda: [randn(5, 3)], targets=["torch.pdist"]),
+    # TensorRT's activations take floats: relu(int) stays int, sigmoid/tanh(int) are float like torch
+    Case("fuzz_activations_of_ints", lambda x: (torch.relu(x), torch.sigmoid(x), x.tanh()),
+         lambda: [torch.tensor([[-3, 0, 2], [5, -1, 7]], dtype=torch.int32)]),
     # float //, % and fmod where the rounded quotient is one off (7 % 0.1 is 0.0999..), and fp16 quotients
     # that overflow half (70 / 0.001): exact like torch's fmod-based kernels
     Case("fuzz_float_divmod_near_integer", lambda a, b: (a // b, a % b, torch.fmod(a, b)), _near_integer_quotients),
