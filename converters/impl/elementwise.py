@@ -375,8 +375,8 @@ def math_unary(ctx: ConversionContext, x: Any, kind: str, out_dtype: torch.dtype
         return bitwise_not(ctx, x, out_dtype)
     if not out_dtype.is_floating_point:
         it = operand(ctx, x, out_dtype)
-        if kind in _INT_IDENTITY or kind == "positive":
-            return ctx.network.add_identity(it).get_output(0)
+        if kind in _INT_IDENTITY or kind == "positive" or (kind == "sign" and out_dtype == torch.bool):
+            return ctx.network.add_identity(it).get_output(0)  # the sign of a bool is itself
         if kind == "square":
             return ew(ctx, it, it, "PROD")
         if kind in _INT_KEEP:

@@ -34,6 +34,7 @@ def _near_integer_quotients() -> list[torch.Tensor]:
 
 
 CASES = [
+    Case("fuzz_sign_of_bool", lambda x: (torch.sign(x > 0), torch.sgn(x < 0)), lambda: [randn(3, 4)]),
     Case("pdist", lambda x: F.pdist(x) + torch.pdist(x, 1), lambda: [randn(5, 3)], targets=["torch.pdist"]),
     # TensorRT's activations take floats: relu(int) stays int, sigmoid/tanh(int) are float like torch
     Case("fuzz_activations_of_ints", lambda x: (torch.relu(x), torch.sigmoid(x), x.tanh()),
