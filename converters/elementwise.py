@@ -292,11 +292,14 @@ def _shift(left: bool, reverse: bool = False) -> Any:
         x = E.operand(ctx, a, dtype)
         # torch: a shift by b < 0 or b >= bits gives 0 (<<) or the sign, a >> (bits - 1) (>>); a << b
         # wraps. 2 ** b is exact in float32 up to b = bits - 2; bits - 1 is one doubling more.
-        zero, minus_one = E.scalar(ctx, 0, dtype), E.scalar(ctx, -1, dtype)
-        sign = E.select(ctx, E.compare(ctx, x, 0, "lt"), minus_one, zero)
+        zero = E.scalar(ctx, 0, dtype)
+
+        def sign() -> Any:  # what >> gives for amounts past the width: a >> (bits - 1)
+            return E.select(ctx, E.compare(ctx, x, 0, "lt"), E.scalar(ctx, -1, dtype), zero)
+
         if isinstance(b, int):
             if b < 0 or b >= bits or (not left and b == bits - 1):
-                return E.ew(ctx, E.ew(ctx, x, zero, "PROD"), zero if left else sign, "SUM")  # shaped like x
+                return E.ew(ctx, E.ew(ctx, x, zero, "PROD"), zero if left else sign(), "SUM")  # shaped like x
             if left and b == bits - 1:
                 return E.ew(ctx, E.arith(ctx, x, 1 << (bits - 2), "mul", dtype), E.scalar(ctx, 2, dtype), "PROD")
             return E.arith(ctx, x, 1 << b, "mul" if left else "div_floor", dtype)
@@ -310,7 +313,7 @@ def _shift(left: bool, reverse: bool = False) -> Any:
             y = E.select(ctx, E.compare(ctx, bt, bits - 1, "eq"), E.ew(ctx, y, E.scalar(ctx, 2, dtype), "PROD"), y)
             return E.select(ctx, in_range, y, zero)
         y = E.arith(ctx, x, factor, "div_floor", dtype)
-        return E.select(ctx, E.logical(ctx, in_range, E.compare(ctx, bt, bits - 1, "lt"), "and"), y, sign)
+        return E.select(ctx, E.logical(ctx, in_range, E.compare(ctx, bt, bits - 1, "lt"), "and"), y, sign())
 
     return convert
 

@@ -16,6 +16,7 @@ from torch2trt_lite.registry import Call, converter, register_table
 
 from .elementwise import no_out
 from .impl import elementwise as E
+from .impl import normalization as N
 from .impl import reduce as R
 from .impl import shape as S
 
@@ -204,23 +205,7 @@ register_table(
 
 
 def vector_norm(ctx: ConversionContext, it: Any, ord: Any, dims: list[int], keep: bool) -> Any:  # noqa: A002
-    dt = E.dtype_of(ctx, it)
-    if dt in (torch.float16, torch.bfloat16):  # NOTE: |x|^p overflows fp16 from |x| ~ 256: fp32 inside, like torch
-        return ctx.cast(vector_norm(ctx, ctx.cast(it, torch.float32), ord, dims, keep), dt)
-    a = E.unary(ctx, it, "ABS")
-    if ord in (2, 2.0):
-        return E.unary(ctx, R.reduce(ctx, E.ew(ctx, it, it, "PROD"), "SUM", dims, keep), "SQRT")
-    if ord in (1, 1.0):
-        return R.reduce(ctx, a, "SUM", dims, keep)
-    if ord == float("inf"):
-        return R.reduce(ctx, a, "MAX", dims, keep)
-    if ord == float("-inf"):
-        return R.reduce(ctx, a, "MIN", dims, keep)
-    if ord in (0, 0.0):
-        return R.reduce(ctx, ctx.cast(E.compare(ctx, it, 0, "ne"), dt), "SUM", dims, keep)
-    p = float(ord)
-    s = R.reduce(ctx, E.ew(ctx, a, E.scalar(ctx, p, dt), "POW"), "SUM", dims, keep)
-    return E.ew(ctx, s, E.scalar(ctx, 1.0 / p, dt), "POW")
+    return N.vector_norm(ctx, it, float(ord), dims, keep, E.dtype_of(ctx, it))
 
 
 def _norm_check(call: Call) -> str | None:

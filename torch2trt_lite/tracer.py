@@ -136,6 +136,11 @@ class Unsupported:
         return f"{self.op} at {where} ({self.location}): {self.reason}"
 
 
+# Calls that read a tensor's values into Python (by name for the guard; the functions for _ValueReads)
+_VALUE_READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy", "__array__"})
+_VALUE_READ_FUNCS = frozenset(getattr(torch.Tensor, n) for n in _VALUE_READS)
+
+
 class _Guard(TorchFunctionMode):
     def __init__(self, tracer: Tracer) -> None:
         super().__init__()
@@ -171,9 +176,6 @@ class _Guard(TorchFunctionMode):
         return out
 
 
-_VALUE_READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy", "__array__"})
-
-
 class _ValueReads(TorchFunctionMode):
     """Active while a converter runs: a converter that reads the value of a traced tensor argument
     (``int(start)``, ``slice.indices``, ``.item()`` of a 0-D tensor computed from the inputs) would
@@ -185,7 +187,8 @@ class _ValueReads(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if _func_name(func) in _VALUE_READS and args and isinstance(args[0], torch.Tensor) and (
+        # NOTE: every torch call a converter makes passes here: an identity test first, names are slower
+        if func in _VALUE_READ_FUNCS and args and isinstance(args[0], torch.Tensor) and (
             self.tracer.ctx.is_traced(args[0])
         ):
             self.tracer.unsupported(

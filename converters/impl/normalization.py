@@ -194,8 +194,8 @@ def vector_norm(ctx: ConversionContext, it: Any, p: float, dims: Sequence[int], 
         return reduce(ctx, a, "MAX", dims, keep)
     if p == float("-inf"):
         return reduce(ctx, a, "MIN", dims, keep)
-    if p == 0:
-        nz = ctx.cast(ew(ctx, a, const(ctx, 0.0, dtype, r), "GREATER"), dtype)
+    if p == 0:  # the count of non-zeros; NaN counts, as in torch
+        nz = ctx.cast(unary(ctx, ew(ctx, it, const(ctx, 0.0, dtype, r), "EQUAL"), "NOT"), dtype)
         return reduce(ctx, nz, "SUM", dims, keep)
     s = reduce(ctx, ew(ctx, a, const(ctx, p, dtype, r), "POW"), "SUM", dims, keep)
     return ew(ctx, s, const(ctx, 1.0 / p, dtype, rank(s)), "POW")

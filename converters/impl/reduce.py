@@ -118,18 +118,16 @@ def extreme(ctx: ConversionContext, it: Any, dim: int, largest: bool) -> tuple[A
     # NOTE: first position equal to the extreme: min over where(x == v, position, size). A NaN
     # extreme equals nothing (size everywhere): the min with top-k's own index keeps that index.
     n = len(tuple(it.shape))
-    pos = torch.arange(size, dtype=torch.float32).reshape([size if i == dim else 1 for i in range(n)])
-    hit = E.compare(ctx, it, values, "eq")
-    first = reduce(ctx, E.select(ctx, hit, ctx.constant(pos), E.scalar(ctx, float(size), torch.float32, n)),
-                   "MIN", [dim], True)
-    first = ctx.cast(first, torch.int64)
-    idx = E.ew(ctx, first, idx, "MIN")
+    pos = ctx.constant(torch.arange(size, dtype=torch.float32).reshape([size if i == dim else 1 for i in range(n)]))
+
+    def first_where(cond: Any) -> Any:  # the first position along dim where cond holds, else size
+        return reduce(ctx, E.select(ctx, cond, pos, E.scalar(ctx, float(size), torch.float32, n)), "MIN", [dim], True)
+
+    idx = E.ew(ctx, ctx.cast(first_where(E.compare(ctx, it, values, "eq")), torch.int64), idx, "MIN")
     if E.dtype_of(ctx, it).is_floating_point:
         # NOTE: torch's max/min/argmax/argmin propagate NaN (value NaN, index of the first NaN);
         # top-k does not promise to see it: pick it up explicitly
-        nan = E.unary(ctx, it, "ISNAN")
-        first_nan = reduce(ctx, E.select(ctx, nan, ctx.constant(pos), E.scalar(ctx, float(size), torch.float32, n)),
-                           "MIN", [dim], True)
+        first_nan = first_where(E.unary(ctx, it, "ISNAN"))
         any_nan = E.compare(ctx, first_nan, float(size), "lt")
         values = E.select(ctx, any_nan, E.scalar(ctx, float("nan"), E.dtype_of(ctx, values), n), values)
         idx = E.select(ctx, any_nan, ctx.cast(first_nan, torch.int64), idx)
