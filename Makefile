@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q $(TORCH_PINS)
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q -e ".[dev,rtx]"
 	touch $@
 
 setup: $(VENV)/.installed

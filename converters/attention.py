@@ -80,6 +80,7 @@ def convert_multihead_attention(ctx: ConversionContext, call: Call) -> Any:
     out, weights = att.multi_head_attention(
         ctx, m, q, k, v, _mask(ctx, a["key_padding_mask"], dt), _mask(ctx, a["attn_mask"], dt),
         bool(a["need_weights"]), bool(a["average_attn_weights"]), bool(m.batch_first), unbatched, dt,
+        self_attention=q is k and k is v,
     )
     return out, weights
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import pathlib
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from torch2trt_lite import cli
 
@@ -64,3 +66,65 @@ def test_module_entry_point() -> None:
 def test_samples_run(sample: str) -> None:
     out = subprocess.run([sys.executable, str(ROOT / "samples" / sample)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_dtype_per_input_and_half_models(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "two_inputs.py").write_text(
+        "import torch\n\n\n"
+        "class Pick(torch.nn.Module):\n"
+        "    def forward(self, x, i):\n"
+        "        assert x.dtype == torch.float16 and i.dtype == torch.int64\n"
+        "        return x[i] * 2\n\n\n"
+        "def make():\n"
+        "    return Pick()\n"
+    )
+    monkeypatch.chdir(tmp_path)  # a local module:factory imports without PYTHONPATH=.
+    rc = cli.main(["convert", "two_inputs:make", "--shape", "4x3", "--shape", "2", "--dtype", "float16",
+                   "--dtype", "int64", "--high", "4", "--backend", "sim", "--json"])
+    assert rc == 0
+    assert json.loads(capsys.readouterr().out)["max_rel_err"] == 0.0
+    # one --dtype per --shape, or one for all: anything else is refused instead of the last one winning
+    assert cli.main(["convert", "two_inputs:make", "--shape", "4x3", "--shape", "2", "--shape", "1",
+                     "--dtype", "float16", "--dtype", "int64", "--backend", "sim"]) == 2
+    assert "--dtype was given 2 times for 3 --shape(s)" in capsys.readouterr().err
+    # a float16 input casts the model too (was: 'expected scalar type Half but found Float' traceback)
+    rc = cli.main(["convert", "torchvision:resnet18", "--shape", "1x3x32x32", "--dtype", "float16",
+                   "--backend", "sim", "--json"])
+    assert rc == 0
+    assert json.loads(capsys.readouterr().out)["max_rel_err"] < 1e-2
+
+
+def test_model_specs(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("timm")
+    pytest.importorskip("transformers")
+    assert isinstance(cli.load_model("timm:resnet18"), torch.nn.Module)
+    model = cli.load_model("hf:BertModel")
+    assert type(model).__name__ == "BertModel" and not model.training
+    (tmp_path / "net.py").write_text("import torch\n\n\ndef build():\n    return torch.nn.ReLU()\n")
+    assert isinstance(cli.load_model(f"{tmp_path / 'net.py'}:build"), torch.nn.ReLU)
+    for spec, words in (("timm:no_such_net", "timm has no model"), ("hf:NoSuchModel", "no model class"),
+                        ("hf:BertModel=/nonexistent", "not a local folder"), ("resnet18", "expected one of")):
+        with pytest.raises(cli.Torch2TRTError, match=words):
+            cli.load_model(spec)
+
+
+def test_eager_failure_is_a_clear_error(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["convert", "torchvision:resnet18", "--shape", "1x4x32x32", "--backend", "sim"]) == 2
+    err = capsys.readouterr().err
+    assert "fails in eager PyTorch" in err and "1x4x32x32" in err and "Traceback" not in err
+
+
+def test_help_has_text_for_every_option() -> None:
+    parser = cli.build_parser()
+    assert "``" not in (parser.description or "")
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subs.choices.items():
+        for action in sub._actions:
+            assert action.help, f"{name} {action.option_strings or action.dest} has no help text"
+
+
+def test_convert_says_what_it_does(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["convert", "torchvision:squeezenet1_1", "--shape", "1x3x32x32", "--backend", "sim"]) == 0
+    assert "converting torchvision:squeezenet1_1 on backend sim" in capsys.readouterr().err

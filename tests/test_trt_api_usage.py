@@ -1,7 +1,8 @@
 """Static check of the real-TensorRT code path (which cannot run here).
 
 Every TensorRT name the project's code touches must exist in the TensorRT 10.13, 10.16 and 11.1
-API manifests, unless it sits in an explicit version branch (an ``if`` that tests ``hasattr`` /
+API manifests and in TensorRT-RTX 1.7's (introspected from its bindings; it has no plugin layers, so
+``add_plugin_v3`` is reached through ``getattr`` with a refusal when it is absent), unless it sits in an explicit version branch (an ``if`` that tests ``hasattr`` /
 ``getattr`` / a version, or a ``getattr(obj, "NAME", default)`` lookup). Checked:
 
 * ``trt.X``, ``tensorrt.X``, ``<anything>.trt.X``: X is a module-level name; ``.X.Y``: Y is a member
@@ -22,7 +23,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "torch2trt_lite" / "sim" / "_manifests"
-VERSIONS = ("10.13", "10.16", "11.1")
+VERSIONS = ("10.13", "10.16", "11.1", "rtx-1.7")  # rtx-1.7: TensorRT-RTX (tensorrt_rtx)
 SOURCES = [
     p
     for d in ("torch2trt_lite", "converters", "plugins_cuda", "samples")

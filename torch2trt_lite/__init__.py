@@ -1,7 +1,7 @@
 """torch2trt-lite: convert a PyTorch model to a TensorRT engine during one forward pass.
 
     import torch2trt_lite
-    trt_model = torch2trt_lite.convert(model.eval(), [x])     # backend="auto": TensorRT or the sim
+    trt_model = torch2trt_lite.convert(model.eval(), [x])     # backend="auto": TensorRT(-RTX) on a GPU, else the sim
     y = trt_model(x)
     trt_model.save("model.engine"); again = torch2trt_lite.load("model.engine")
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .convert import CheckReport, check, convert, load  # noqa: E402
+from .convert import CheckReport, NetworkDefinition, check, convert, define_network, load  # noqa: E402
 from .errors import (  # noqa: E402
     BackendUnavailableError,
     BuildError,
@@ -34,6 +34,7 @@ __all__ = [
     "ConversionError",
     "EngineFileError",
     "InternalError",
+    "NetworkDefinition",
     "NetworkDefinitionError",
     "PluginError",
     "RuntimeExecutionError",
@@ -44,6 +45,7 @@ __all__ = [
     "check",
     "convert",
     "converter",
+    "define_network",
     "load",
     "register_table",
     "supported_ops",

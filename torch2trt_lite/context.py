@@ -65,10 +65,11 @@ class ConversionContext:
     * ``ctx.constant(value)``: a constant layer's output.
     """
 
-    def __init__(self, network: Any, trt: Any, backend_name: str) -> None:
+    def __init__(self, network: Any, trt: Any, backend_name: str, *, has_plugins: bool = True) -> None:
         self.network = network
         self.trt = trt
         self.backend_name = backend_name
+        self.has_plugins = has_plugins  # False on TensorRT-RTX (no plugin API)
         self._map: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._consts: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._storages: dict[int, weakref.ref[torch.Tensor]] = {}  # data_ptr -> a traced tensor using it
@@ -211,7 +212,7 @@ class ConversionContext:
                 if self.backend_name == "sim":
                     self._keepalive.append(t)
                     return t.cpu().contiguous()
-                raise ConversionError("bfloat16 constants are not supported on the TensorRT backend yet")
+                return self._bf16_weights(t)
             if t.dtype not in _TORCH_TO_NP:
                 raise ConversionError(f"constants of dtype {t.dtype} are not supported by TensorRT")
             arr = t.cpu().contiguous().numpy()
@@ -220,8 +221,22 @@ class ConversionContext:
             if arr.dtype == np.float64:
                 arr = arr.astype(np.float32)
         arr = np.ascontiguousarray(arr)
+        if arr.size == 0 and self.backend_name != "sim":
+            # NOTE: TensorRT refuses an empty numpy array's weights (a non-null pointer with count 0);
+            # empty weights are typed Weights with no values.
+            from .sim import _dtypes
+
+            name = _dtypes.from_torch(torch.from_numpy(arr).dtype).name
+            return self.trt.Weights(getattr(self.trt.DataType, name))
         self._keepalive.append(arr)
         return arr
+
+    def _bf16_weights(self, t: torch.Tensor) -> Any:
+        """bfloat16 weights for a real backend: numpy has no bfloat16, so TensorRT gets a Weights
+        object over the tensor's own memory (kept alive until the build finishes)."""
+        t = t.cpu().contiguous()
+        self._keepalive.append(t)
+        return self.trt.Weights(self.trt.DataType.BF16, t.data_ptr(), t.numel())
 
     def cast(self, it: Any, dtype: torch.dtype) -> Any:
 

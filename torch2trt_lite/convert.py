@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,24 +44,112 @@ def _check_model(model: Any) -> None:
         )
 
 
-def convert(
+def _example_copy(x: torch.Tensor) -> torch.Tensor:
+    """The traced run's own copy of an example input: the model's in-place writes never reach the
+    user's tensor. An input whose elements share memory (``expand``, stride 0) is copied with its
+    strides, so only the memory it spans is: ``torch.randn(1, 1).expand(40000, 30000)`` stays one
+    element instead of 4.8 GB (the tracer maps tensors by identity, not by their memory)."""
+    x = x.detach()
+    if x.layout != torch.strided or x.is_nested or x.is_quantized or x.is_conj() or x.is_neg() or not x.numel():
+        return x.clone()
+    span = 1 + sum((n - 1) * s for n, s in zip(x.shape, x.stride(), strict=True))
+    if span >= x.numel():
+        return x.clone()
+    return x.as_strided((span,), (1,), x.storage_offset()).clone().as_strided(x.shape, x.stride())
+
+
+_SUPPORTED_OUTPUTS = "a tensor, or tensors in tuples, lists, dicts and namedtuples (nested as deep as needed)"
+
+
+def _odd_output(obj: Any, path: str) -> tuple[str, Any] | None:
+    """(where, object) of the first part of a model's output that is neither a tensor, a constant,
+    nor a tuple, list or dict of those; None if every part is one of these."""
+    if obj is None or isinstance(obj, (torch.Tensor, bool, int, float, str)):
+        return None
+    if isinstance(obj, (tuple, list)):
+        parts: Any = ((f"{path}[{i}]", x) for i, x in enumerate(obj))
+    elif isinstance(obj, dict):
+        parts = ((f"{path}[{k!r}]", v) for k, v in obj.items())
+    else:
+        return path, obj
+    for where, x in parts:
+        found = _odd_output(x, where)
+        if found is not None:
+            return found
+    return None
+
+
+def _no_tensors(out: Any) -> ConversionError:
+    """The error for a model output without tensors: what it returned, and what is supported."""
+    found = _odd_output(out, "output")
+    if found is None:
+        what = "None" if out is None else f"no tensors (only {type(out).__name__} {out!r:.60})"
+        return ConversionError(
+            f"the model returned {what}; nothing to build. Return {_SUPPORTED_OUTPUTS}."
+        )
+    where, obj = found
+    cls = type(obj)
+    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    at = "" if where == "output" else f" as {where}"
+    hint = ""
+    if isinstance(obj, types.GeneratorType):
+        hint = " (forward is a generator function: it yields instead of returning; return a tuple instead)"
+    elif isinstance(obj, (set, frozenset)):
+        hint = " (a set has no order, so its tensors cannot be engine outputs; return a tuple or list)"
+    else:
+        hint = " (return the tensors it holds instead, e.g. in a tuple or dict)"
+    return ConversionError(
+        f"the model returned a {name}{at}, which is not an output torch2trt-lite can build{hint}. "
+        f"Supported outputs: {_SUPPORTED_OUTPUTS}."
+    )
+
+
+@dataclass
+class NetworkDefinition:
+    """A traced network before its build: the backend's builder and network, and what ``convert``
+    records about the model's inputs and outputs. ``define_network`` returns it."""
+
+    backend: Backend
+    builder: Any
+    network: Any
+    logger: Any
+    context: ConversionContext
+    input_names: list[str]
+    out_meta: list[dict[str, Any]]
+    out_tree: Any
+    trace_s: float
+
+    def layers(self) -> list[tuple[str, str, list[tuple[tuple[int, ...], str]]]]:
+        """(name, LayerType name, [(shape, dtype name) of each output]) of every layer."""
+        net = self.network
+        out = []
+        for i in range(net.num_layers):
+            layer = net.get_layer(i)
+            outs = [layer.get_output(j) for j in range(layer.num_outputs)]
+            out.append((
+                str(layer.name), str(layer.type.name),
+                [(tuple(int(d) for d in t.shape), str(t.dtype.name)) for t in outs],
+            ))
+        return out
+
+
+def define_network(
     model: Any,
     inputs: Sequence[torch.Tensor] | torch.Tensor,
     *,
     backend: str = "auto",
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
-    max_workspace_size: int = 1 << 30,
-) -> TRTModule:
-    """Convert ``model`` by running ``model(*inputs)`` once, and return a :class:`TRTModule`.
-
-    ``backend``: ``"auto"`` (TensorRT when it imports and a GPU exists, else the sim, and it says
-    so), ``"tensorrt"`` or ``"sim"``.
-    """
-    t0 = time.perf_counter()
+) -> NetworkDefinition:
+    """Trace ``model`` into a network of ``backend`` as ``convert`` does, without building it."""
     _check_model(model)
-    xs = _as_inputs(inputs)
-    be = get_backend(backend)
+    return _define(model, _as_inputs(inputs), get_backend(backend), input_names, output_names)
+
+
+def _define(
+    model: Any, xs: list[torch.Tensor], be: Backend, input_names: Sequence[str] | None,
+    output_names: Sequence[str] | None,
+) -> NetworkDefinition:
     names = list(input_names) if input_names is not None else [f"input_{i}" for i in range(len(xs))]
     if len(names) != len(xs) or len(set(names)) != len(names):
         raise Torch2TRTError(f"input_names must be {len(xs)} distinct names, got {names}")
@@ -68,20 +157,19 @@ def convert(
     logger = _CapturingLogger(trt)
     builder = trt.Builder(logger.logger)
     network = builder.create_network(be.network_flags())
-    ctx = ConversionContext(network, trt, be.name)
+    ctx = ConversionContext(network, trt, be.name, has_plugins=be.has_plugins)
     with torch.no_grad():
-        traced = [x.detach().clone() for x in xs]
+        traced = [_example_copy(x) for x in xs]
         for name, x in zip(names, traced, strict=True):
             ctx.set_itensor(x, network.add_input(name, ctx.trt_dtype(x.dtype), tuple(x.shape)))
         tracer = Tracer(ctx, model if isinstance(model, torch.nn.Module) else None)
         t_trace = time.perf_counter()
-        with tracer.activate():
-            out = model(*traced)
+        out = tracer.run_model(model, traced)
         t_trace = time.perf_counter() - t_trace
     leaves, _ = tree_flatten(out)
     tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
     if not tensors:
-        raise ConversionError("the model returned no tensors; nothing to build")
+        raise _no_tensors(out)
     onames = list(output_names) if output_names is not None else [f"output_{i}" for i in range(len(tensors))]
     if len(onames) != len(tensors) or len(set(onames) | set(names)) != len(onames) + len(names):
         raise Torch2TRTError(f"output_names must be {len(tensors)} distinct names not used by inputs, got {onames}")
@@ -96,15 +184,54 @@ def convert(
         network.mark_output(it)
         out_meta.append({"name": name, "dtype": dtype_name(t.dtype), "shape": list(t.shape)})
     out_tree = encode_tree(out, [0])
+    return NetworkDefinition(be, builder, network, logger, ctx, names, out_meta, out_tree, t_trace)
+
+
+def convert(
+    model: Any,
+    inputs: Sequence[torch.Tensor] | torch.Tensor,
+    *,
+    backend: str = "auto",
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    max_workspace_size: int = 1 << 30,
+    compute_capabilities: Sequence[str | tuple[int, int]] | str | None = None,
+) -> TRTModule:
+    """Convert ``model`` by running ``model(*inputs)`` once, and return a :class:`TRTModule`.
+
+    ``backend``: ``"auto"`` (TensorRT, else TensorRT-RTX, when it imports and a GPU exists, else the
+    sim, and it says so), ``"tensorrt"``, ``"tensorrt-rtx"`` (builds without a GPU; the engine then
+    runs only where a supported GPU is) or ``"sim"``.
+
+    ``compute_capabilities`` (TensorRT-RTX only): the GPUs the engine is built for, e.g.
+    ``["sm75", "sm86"]``, ``"8.9"`` or ``"current"``; default TensorRT-RTX's own (sm80, sm86, sm89,
+    sm120 and later).
+    """
+    t0 = time.perf_counter()
+    _check_model(model)
+    xs = _as_inputs(inputs)
+    workspace = _workspace(max_workspace_size)
+    be = get_backend(backend)
+    targets = _targets(be, compute_capabilities)
+    d = _define(model, xs, be, input_names, output_names)
+    trt, builder, network, logger = be.trt, d.builder, d.network, d.logger
+    names, out_meta, out_tree, t_trace = d.input_names, d.out_meta, d.out_tree, d.trace_s
     plugin_type = trt.LayerType.PLUGIN_V3
-    uses_plugins = any(network.get_layer(i).type == plugin_type for i in range(network.num_layers))
+    num_layers = int(network.num_layers)
+    uses_plugins = any(network.get_layer(i).type == plugin_type for i in range(num_layers))
     config = builder.create_builder_config()
-    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(max_workspace_size))
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace)
+    if targets:
+        config.num_compute_capabilities = len(targets)
+        for k, cc in enumerate(targets):
+            config.set_compute_capability(cc, k)
     t_build = time.perf_counter()
     plan = builder.build_serialized_network(network, config)
     t_build = time.perf_counter() - t_build
     if plan is None:
-        raise BuildError("building the engine failed: " + ("; ".join(logger.errors) or "no reason given"))
+        raise BuildError("building the engine failed: " + ("; ".join(logger.errors) or (
+            "TensorRT logged no error to torch2trt-lite (a TensorRT Builder or Runtime made earlier in this "
+            "process with another logger receives TensorRT's messages instead)")))
     meta = {
         "format": FORMAT,
         "torch2trt_lite": __version__,
@@ -112,6 +239,10 @@ def convert(
         "trt_version": be.version,
         "api_version": getattr(trt, "_version", None) if be.name == "sim" else None,
         "device_capability": list(torch.cuda.get_device_capability()) if be.name == "tensorrt" else None,
+        "compute_capabilities": (
+            [str(c.name).lower() for c in targets] or "default"
+        ) if be.name == "tensorrt-rtx" else None,
+        "num_layers": num_layers,
         "inputs": [
             {"name": n, "dtype": dtype_name(x.dtype), "shape": list(x.shape), "min": list(x.shape), "max": list(x.shape)}
             for n, x in zip(names, xs, strict=True)
@@ -126,6 +257,25 @@ def convert(
     module.conversion_time_s = time.perf_counter() - t0
     module.conversion_stats = {"trace_s": t_trace, "build_s": t_build, "load_s": t_load}
     return module
+
+
+def _workspace(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise Torch2TRTError(f"max_workspace_size must be a positive number of bytes (e.g. 1 << 30), got {value!r}")
+    return value
+
+
+def _targets(be: Backend, values: Any) -> list[Any]:
+    """TensorRT-RTX's target compute capabilities; empty for its default."""
+    if values is None:
+        return []
+    if be.name != "tensorrt-rtx":
+        raise Torch2TRTError(
+            f"compute_capabilities= is a TensorRT-RTX option; backend {be.name!r} builds for the GPU at hand"
+        )
+    from .backends import parse_compute_capabilities
+
+    return parse_compute_capabilities(be.trt, values)
 
 
 def load(path: str) -> TRTModule:
@@ -157,12 +307,11 @@ def check(model: Any, inputs: Sequence[torch.Tensor] | torch.Tensor) -> CheckRep
     xs = _as_inputs(inputs)
     ctx = CheckContext()
     with torch.no_grad():
-        traced = [x.detach().clone() for x in xs]
+        traced = [_example_copy(x) for x in xs]
         ctx.mark_traced(traced)
         tracer = Tracer(ctx, model if isinstance(model, torch.nn.Module) else None, collect=True)
-        with tracer.activate():
-            model(*traced)
+        tracer.run_model(model, traced)
     return CheckReport(tracer.problems)
 
 
-__all__ = ["Backend", "CheckReport", "check", "convert", "load"]
+__all__ = ["Backend", "CheckReport", "NetworkDefinition", "check", "convert", "define_network", "load"]

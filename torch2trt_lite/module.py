@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import collections
 import functools
+import hashlib
 import json
 import os
+import threading
 from typing import Any
 
 import torch
 
 from . import engine_file
-from .backends import Backend, get_backend, sim_backend
-from .errors import EngineFileError, RuntimeExecutionError, Torch2TRTError
+from .backends import REAL_BACKENDS, Backend, CapturingLogger, real_backend, sim_backend
+from .errors import BackendUnavailableError, EngineFileError, RuntimeExecutionError, Torch2TRTError
 
 FORMAT = 1
 
@@ -56,7 +58,7 @@ def encode_tree(obj: Any, leaf_index: list[int]) -> Any:
     )
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)
 def _namedtuple(name: str, fields: tuple[str, ...]) -> Any:
     """A namedtuple type like the model's (rebuilt from its name and fields; nothing is imported)."""
     try:
@@ -87,26 +89,7 @@ def decode_tree(spec: Any, leaves: list[torch.Tensor]) -> Any:
     raise EngineFileError(f"engine metadata: unknown output structure node {spec!r}")
 
 
-class _CapturingLogger:
-    """Keeps the last error the backend logged, to put it in our exceptions."""
-
-    def __init__(self, trt: Any) -> None:
-        base = trt.ILogger
-
-        class Logger(base):  # type: ignore[misc, valid-type]
-            def __init__(self) -> None:
-                base.__init__(self)
-                self.errors: list[str] = []
-
-            def log(self, severity: Any, msg: str) -> None:
-                if int(severity) <= int(trt.ILogger.Severity.ERROR):
-                    self.errors.append(str(msg))
-
-        self.logger = Logger()
-
-    @property
-    def errors(self) -> list[str]:
-        return self.logger.errors  # type: ignore[no-any-return]
+_CapturingLogger = CapturingLogger  # NOTE: the old name, used by convert and tools
 
 
 def _backend_for(meta: dict[str, Any]) -> Backend:
@@ -117,67 +100,178 @@ def _backend_for(meta: dict[str, Any]) -> Backend:
             return sim_backend(api_version)
         except Torch2TRTError as e:
             raise EngineFileError(f"engine was built by the sim for TensorRT API {api_version}: {e}") from None
-    if name == "tensorrt":
-        be = get_backend("tensorrt")
+    if name in REAL_BACKENDS:
+        label = "TensorRT-RTX" if name == "tensorrt-rtx" else "TensorRT"
+        try:
+            be = real_backend(str(name))
+        except BackendUnavailableError as e:
+            raise EngineFileError(f"engine was built by {label} {meta.get('trt_version')}: {e}") from None
         built = str(meta.get("trt_version", ""))
         if built.split(".")[:2] != be.version.split(".")[:2]:
             raise EngineFileError(
-                f"engine was built with TensorRT {built}, this machine has TensorRT {be.version}; TensorRT "
+                f"engine was built with {label} {built}, this machine has {label} {be.version}; {label} "
                 "engines only load in the version that built them: convert the model again here"
             )
         cap = meta.get("device_capability")
-        here = list(torch.cuda.get_device_capability())
-        if cap and list(cap) != here:
-            raise EngineFileError(
-                f"engine was built for a GPU of compute capability {cap}, this GPU is {here}; convert again here"
-            )
+        if name == "tensorrt" and cap and torch.cuda.is_available():
+            here = list(torch.cuda.get_device_capability())
+            if list(cap) != here:
+                raise EngineFileError(
+                    f"engine was built for a GPU of compute capability {cap}, this GPU is {here}; convert again here"
+                )
         return be
     raise EngineFileError(f"engine metadata names an unknown backend {name!r}")
 
 
-class TRTModule(torch.nn.Module):
-    """Runs an engine. ``forward`` takes the model's tensors and returns its output structure."""
+_FOREIGN = (
+    KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError, ZeroDivisionError,
+    OverflowError, RuntimeError, MemoryError,
+)
 
-    def __init__(self, plan: bytes | bytearray | None = None, meta: dict[str, Any] | None = None) -> None:
+
+class _Loaded:
+    """One engine as a TRTModule holds it: swapped in whole (``load_state_dict`` is atomic)."""
+
+    def __init__(self, plan: bytes | bytearray, meta: dict[str, Any], backend: Backend, log: _CapturingLogger,
+                 runtime: Any, engine: Any, context: Any, sha256: str | None) -> None:
+        self.plan, self.meta, self.backend, self.log = plan, meta, backend, log
+        self.runtime, self.engine, self.context = runtime, engine, context
+        self.inputs: list[dict[str, Any]] = meta["inputs"]
+        self.outputs: list[dict[str, Any]] = meta["outputs"]
+        self.in_dtypes = [_DTYPES[i["dtype"]] for i in self.inputs]
+        self.out_dtypes = [_DTYPES[o["dtype"]] for o in self.outputs]
+        self._sha256 = sha256
+        self._sha_lock = threading.Lock()
+
+    def sha256(self) -> str:
+        """The plan's SHA-256 (computed once, when first needed)."""
+        with self._sha_lock:
+            if self._sha256 is None:
+                self._sha256 = hashlib.sha256(self.plan).hexdigest()
+            return self._sha256
+
+
+def _prepare(plan: Any, meta: Any, verified: bool = False, source: str = "TRTModule") -> _Loaded:
+    """Validate ``meta``, check the plan against it and deserialize; changes nothing on failure."""
+    if not isinstance(plan, (bytes, bytearray)):
+        try:
+            plan = bytes(plan)
+        except TypeError:
+            raise Torch2TRTError(f"TRTModule(plan, meta): the plan must be bytes-like, got {type(plan).__name__}") from None
+    engine_file.validate_meta(meta, source)
+    if meta.get("format") != FORMAT:
+        raise EngineFileError(f"engine metadata format {meta.get('format')!r} is not supported (expected {FORMAT})")
+    sha = meta.get("plan_sha256")
+    if sha is not None and not verified:
+        got = hashlib.sha256(plan).hexdigest()
+        if got != sha:
+            size = f" ({len(plan)} bytes, the metadata says {meta['plan_nbytes']})" if meta.get("plan_nbytes", len(plan)) != len(plan) else ""
+            raise EngineFileError(
+                f"{source}: plan checksum mismatch{size}: the metadata's plan_sha256 is {sha[:16]}..., the plan "
+                f"hashes to {got[:16]}...; the plan is corrupt or belongs to other metadata"
+            )
+    backend = _backend_for(meta)
+    log = _CapturingLogger(backend.trt)
+    runtime = engine = context = None
+    if backend.can_run():
+        if backend.name == "tensorrt" and meta.get("plugins"):
+            from .plugins.trt_plugin import register_creators
+
+            register_creators(backend.trt)  # plugins must be known before the plan deserializes
+        runtime = backend.trt.Runtime(log.logger)
+        try:
+            engine = runtime.deserialize_cuda_engine(plan)
+        except _FOREIGN as e:  # NOTE: the sim returns None instead; a backend bug must not escape as such
+            log.errors.append(f"{type(e).__name__}: {e}")
+            engine = None
+        if engine is None:
+            raise EngineFileError(
+                "the backend could not deserialize the engine: " + ("; ".join(log.errors) or "no reason given")
+            )
+        context = engine.create_execution_context()
+        if context is None:
+            raise EngineFileError(
+                "the backend could not create an execution context: " + ("; ".join(log.errors) or "no reason given")
+            )
+        _check_engine_io(engine, meta)
+    # NOTE: with no GPU a real engine is kept as its plan: it can be saved and described, not run.
+    return _Loaded(plan, meta, backend, log, runtime, engine, context, sha)
+
+
+def _check_engine_io(engine: Any, meta: dict[str, Any]) -> None:
+    """The metadata's inputs and outputs must be the engine's (else forward would fail later)."""
+    names = [engine.get_tensor_name(i) for i in range(int(engine.num_io_tensors))]
+    want = [i["name"] for i in meta["inputs"]] + [o["name"] for o in meta["outputs"]]
+    missing = [n for n in want if n not in names]
+    if missing:
+        raise EngineFileError(
+            f"engine metadata names I/O tensors {missing} that the engine does not have (it has {names}); the "
+            "metadata belongs to another engine"
+        )
+
+
+class EngineStateError(EngineFileError, RuntimeError):
+    """``load_state_dict`` refused a state dict (a RuntimeError too, as torch's own errors are)."""
+
+
+class TRTModule(torch.nn.Module):
+    """Runs an engine. ``forward`` takes the model's tensors and returns its output structure.
+
+    Threading: one TRTModule may be called from several threads at once. Each thread gets its own
+    execution context (made on its first call, under a lock; TensorRT's contexts are not shared),
+    so concurrent calls never share shapes, addresses or output buffers; the engine and its weights
+    are shared. ``load_state_dict`` swaps the engine atomically: a call already running finishes
+    with the engine it started with.
+    """
+
+    def __init__(self, plan: bytes | bytearray | memoryview | None = None, meta: dict[str, Any] | None = None) -> None:
         super().__init__()
-        self._plan: bytes | bytearray = b""
-        self._meta: dict[str, Any] = {}
-        self._engine: Any = None
-        self._context: Any = None
-        self._backend: Backend | None = None
+        self._st: _Loaded | None = None
+        self._tls = threading.local()
+        self._ctx_lock = threading.Lock()
         self.conversion_time_s: float | None = None
         self.conversion_stats: dict[str, float] = {}  # trace_s / build_s / load_s of convert()
         if plan is not None:
             if meta is None:
                 raise Torch2TRTError("TRTModule(plan, meta): the engine metadata is required")
-            self._setup(plan if isinstance(plan, (bytes, bytearray)) else bytes(plan), meta)
+            self._install(_prepare(plan, meta))
 
     # ---------------------------------------------------------------------------- setup
     def _setup(self, plan: bytes | bytearray, meta: dict[str, Any]) -> None:
-        if meta.get("format") != FORMAT:
-            raise EngineFileError(
-                f"engine metadata format {meta.get('format')!r} is not supported (expected {FORMAT})"
-            )
-        backend = _backend_for(meta)
-        if backend.name == "tensorrt" and meta.get("plugins"):
-            from .plugins.trt_plugin import register_creators
+        self._install(_prepare(plan, meta))
 
-            register_creators(backend.trt)  # plugins must be known before the plan deserializes
-        self._log = _CapturingLogger(backend.trt)
-        runtime = backend.trt.Runtime(self._log.logger)
-        engine = runtime.deserialize_cuda_engine(plan)
-        if engine is None:
-            raise EngineFileError(
-                "the backend could not deserialize the engine: " + ("; ".join(self._log.errors) or "no reason given")
-            )
-        self._plan, self._meta, self._backend = plan, meta, backend
-        self._runtime, self._engine = runtime, engine
-        self._context = engine.create_execution_context()
-        self._in = meta["inputs"]
-        self._out = meta["outputs"]
-        self._in_dtypes = [_DTYPES[i["dtype"]] for i in self._in]
-        self._out_dtypes = [_DTYPES[o["dtype"]] for o in self._out]
-        self._dynamic_out = any(-1 in o["shape"] for o in self._out)
+    def _install(self, st: _Loaded) -> None:
+        self._st = st
+        self._tls.state, self._tls.ctx = st, st.context
+
+    # attributes of the current engine, as before (read-only views of the state)
+    @property
+    def _plan(self) -> bytes | bytearray:
+        return self._st.plan if self._st is not None else b""
+
+    @property
+    def _meta(self) -> dict[str, Any]:
+        return self._st.meta if self._st is not None else {}
+
+    @property
+    def _engine(self) -> Any:
+        return self._st.engine if self._st is not None else None
+
+    @property
+    def _context(self) -> Any:
+        return self._st.context if self._st is not None else None
+
+    @property
+    def _backend(self) -> Backend | None:
+        return self._st.backend if self._st is not None else None
+
+    @property
+    def _in(self) -> list[dict[str, Any]]:
+        return self._st.inputs if self._st is not None else []
+
+    @property
+    def _out(self) -> list[dict[str, Any]]:
+        return self._st.outputs if self._st is not None else []
 
     @property
     def backend(self) -> str:
@@ -185,7 +279,7 @@ class TRTModule(torch.nn.Module):
 
     @property
     def metadata(self) -> dict[str, Any]:
-        return dict(self._meta)
+        return json.loads(json.dumps(self._meta)) if self._meta else {}  # a deep copy
 
     @property
     def input_names(self) -> list[str]:
@@ -197,23 +291,49 @@ class TRTModule(torch.nn.Module):
 
     @property
     def num_layers(self) -> int:
+        """Layers of the network as converted (the engine may fuse them into fewer)."""
+        if "num_layers" in self._meta:
+            return int(self._meta["num_layers"])
         return int(self._engine.num_layers) if self._engine is not None else 0
 
     @property
-    def plan(self) -> bytes | bytearray:
-        return self._plan
+    def runnable(self) -> bool:
+        """Can this engine run here? A real engine built without a GPU cannot (it can be saved)."""
+        return self._engine is not None
+
+    @property
+    def plan(self) -> memoryview:
+        """The serialized plan, read-only (the engine runs from it: a copy is ``bytes(m.plan)``)."""
+        return memoryview(self._plan).toreadonly()
+
+    @property
+    def plan_sha256(self) -> str:
+        """SHA-256 of the plan (as engine files record it)."""
+        if self._st is None:
+            raise Torch2TRTError("this TRTModule holds no engine")
+        return self._st.sha256()
 
     # -------------------------------------------------------------------------- forward
-    def _check_inputs(self, inputs: tuple[Any, ...]) -> list[torch.Tensor]:
-        if self._engine is None:
+    def _check_inputs(self, st: _Loaded | None, inputs: tuple[Any, ...]) -> list[torch.Tensor]:
+        if st is None or st.engine is None:
+            if st is not None and st.plan:
+                be = st.backend
+                targets = st.meta.get("compute_capabilities")
+                built_for = f" (built for {', '.join(targets)})" if isinstance(targets, list) and targets else ""
+                raise BackendUnavailableError(
+                    f"this engine was built by {be.label}{built_for} and needs a supported NVIDIA GPU to run; "
+                    "this machine has none (torch.cuda.is_available() is False). It can still be written with "
+                    "save() or save_plan() and run on a GPU machine (torch2trt_lite.load, trtexec, Triton)"
+                )
             raise RuntimeExecutionError("this TRTModule holds no engine: load one with torch2trt_lite.load")
-        if len(inputs) != len(self._in):
+        if len(inputs) != len(st.inputs):
             raise RuntimeExecutionError(
-                f"expected {len(self._in)} input(s) ({', '.join(self.input_names)}), got {len(inputs)}"
+                f"expected {len(st.inputs)} input(s) ({', '.join(i['name'] for i in st.inputs)}), got {len(inputs)}"
             )
         device = None
         out = []
-        for spec, dt, x in zip(self._in, self._in_dtypes, inputs, strict=True):
+        real = st.backend.is_real
+        for spec, dt, x in zip(st.inputs, st.in_dtypes, inputs, strict=True):
             name = spec["name"]
             if not isinstance(x, torch.Tensor):
                 raise RuntimeExecutionError(f"input '{name}': expected a torch.Tensor, got {type(x).__name__}")
@@ -225,8 +345,10 @@ class TRTModule(torch.nn.Module):
                 device = x.device
             elif x.device != device:
                 raise RuntimeExecutionError(f"inputs are on different devices: {device} and {x.device}")
-            if self.backend == "tensorrt" and x.device.type != "cuda":
-                raise RuntimeExecutionError(f"input '{name}': TensorRT engines take CUDA tensors, got {x.device}")
+            if real and x.device.type != "cuda":
+                raise RuntimeExecutionError(
+                    f"input '{name}': TensorRT engines take CUDA tensors, got {x.device}; move it with .cuda()"
+                )
             lo, hi = spec["min"], spec["max"]
             if x.dim() != len(lo) or not all(a <= d <= b for a, d, b in zip(lo, x.shape, hi, strict=True)):
                 rng = tuple(lo) if lo == hi else f"between {tuple(lo)} and {tuple(hi)}"
@@ -237,20 +359,37 @@ class TRTModule(torch.nn.Module):
             out.append(x if x.is_contiguous() else x.contiguous())
         return out
 
+    def _context_here(self, st: _Loaded) -> Any:
+        """This thread's execution context of engine ``st`` (made on the thread's first call)."""
+        tls = self._tls
+        if getattr(tls, "state", None) is st:
+            return tls.ctx
+        with self._ctx_lock:
+            ctx = st.engine.create_execution_context()
+        if ctx is None:
+            raise RuntimeExecutionError(
+                "the backend could not create an execution context for this thread: "
+                + ("; ".join(st.log.errors) or "no reason given")
+            )
+        tls.state, tls.ctx = st, ctx
+        return ctx
+
     def forward(self, *inputs: Any) -> Any:
-        xs = self._check_inputs(inputs)
-        be = self._backend
-        assert be is not None
-        ctx = self._context
-        device = xs[0].device if xs else torch.device("cuda" if be.name == "tensorrt" else "cpu")
-        self._log.errors.clear()
-        for spec, x in zip(self._in, xs, strict=True):
+        st = self._st  # NOTE: one engine for the whole call, even if load_state_dict swaps it meanwhile
+        xs = self._check_inputs(st, inputs)
+        assert st is not None
+        be = st.backend
+        ctx = self._context_here(st)
+        device = xs[0].device if xs else torch.device("cuda" if be.is_real else "cpu")
+        errors = st.log.errors
+        errors.clear()
+        for spec, x in zip(st.inputs, xs, strict=True):
             if not ctx.set_input_shape(spec["name"], tuple(x.shape)):
-                raise RuntimeExecutionError(f"input '{spec['name']}': " + "; ".join(self._log.errors))
+                raise RuntimeExecutionError(f"input '{spec['name']}': " + "; ".join(errors))
             ctx.set_tensor_address(spec["name"], be.tensor_address(x))
         outs: list[torch.Tensor | None] = []
         allocators = []
-        for spec, dt in zip(self._out, self._out_dtypes, strict=True):
+        for spec, dt in zip(st.outputs, st.out_dtypes, strict=True):
             shape = tuple(ctx.get_tensor_shape(spec["name"]))
             if -1 in shape:
                 alloc = _make_allocator(be, device, dt)
@@ -258,58 +397,110 @@ class TRTModule(torch.nn.Module):
                 allocators.append(alloc)
                 outs.append(None)
                 continue
-            y = torch.empty(shape, dtype=dt, device=device)
+            try:
+                y = torch.empty(shape, dtype=dt, device=device)
+            except (RuntimeError, MemoryError, ValueError) as e:
+                raise RuntimeExecutionError(
+                    f"output '{spec['name']}': cannot allocate shape {shape} ({type(e).__name__}: {e})"
+                ) from None
             ctx.set_tensor_address(spec["name"], be.tensor_address(y))
             outs.append(y)
         if not ctx.execute_async_v3(be.stream_handle(device)):
-            raise RuntimeExecutionError("engine execution failed: " + ("; ".join(self._log.errors) or "no reason given"))
+            raise RuntimeExecutionError("engine execution failed: " + ("; ".join(errors) or "no reason given"))
         it = iter(allocators)
-        leaves = [y if y is not None else next(it).result(spec["name"]) for y, spec in zip(outs, self._out, strict=True)]
-        return decode_tree(self._meta["out_tree"], leaves)
+        leaves = [y if y is not None else next(it).result(spec["name"]) for y, spec in zip(outs, st.outputs, strict=True)]
+        return decode_tree(st.meta["out_tree"], leaves)
 
     # ---------------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write a standalone engine file (header + plan), atomically."""
-        if self._engine is None:
+        """Write a standalone engine file (header + plan), atomically.
+
+        A new file gets the mode the umask gives, an existing one keeps its mode; errors are
+        :class:`EngineFileError` naming ``path``.
+        """
+        st = self._st
+        if st is None or not st.plan:
             raise Torch2TRTError("this TRTModule holds no engine to save")
-        engine_file.write(path, self._meta, self._plan)
+        engine_file.write(path, st.meta, st.plan, plan_sha256=st.sha256())
 
     def save_plan(self, path: str | os.PathLike[str]) -> None:
         """Write the bare serialized plan (for trtexec, Triton or C++), atomically."""
-        if self._engine is None:
+        st = self._st
+        if st is None or not st.plan:
             raise Torch2TRTError("this TRTModule holds no engine to save")
-        engine_file.atomic_write(path, self._plan)
+        engine_file.atomic_write(path, st.plan)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TRTModule:
-        meta, plan = engine_file.read(path)
-        return cls(plan, meta)
+        meta, plan = engine_file.read(path)  # NOTE: checks the header's schema and the plan's SHA-256
+        module = cls()
+        module._install(_prepare(plan, meta, verified=True, source=os.fspath(path)))
+        return module
 
     def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
         super()._save_to_state_dict(destination, prefix, keep_vars)
-        destination[prefix + "engine"] = torch.frombuffer(bytearray(self._plan), dtype=torch.uint8)
-        destination[prefix + "metadata"] = torch.frombuffer(bytearray(json.dumps(self._meta).encode()), dtype=torch.uint8)
+        st = self._st
+        if st is None:
+            return
+        meta = dict(st.meta, plan_nbytes=len(st.plan), plan_sha256=st.sha256())
+        destination[prefix + "engine"] = torch.frombuffer(bytearray(st.plan), dtype=torch.uint8)
+        destination[prefix + "metadata"] = torch.frombuffer(bytearray(json.dumps(meta).encode()), dtype=torch.uint8)
 
     def _load_from_state_dict(
         self, state_dict: Any, prefix: str, local_metadata: Any, strict: bool, missing_keys: list[str],
         unexpected_keys: list[str], error_msgs: list[str],
     ) -> None:
-        eng, meta = state_dict.get(prefix + "engine"), state_dict.get(prefix + "metadata")
-        if eng is None or meta is None:
-            missing_keys.extend(k for k in (prefix + "engine", prefix + "metadata") if k not in state_dict)
+        ek, mk = prefix + "engine", prefix + "metadata"
+        if strict:
+            own = {"engine", "metadata", *self._parameters, *self._buffers, *self._modules}
+            unexpected_keys.extend(
+                k for k in state_dict if k.startswith(prefix) and k[len(prefix):].split(".", 1)[0] not in own
+            )
+        if ek not in state_dict and mk not in state_dict:
+            missing_keys.extend((ek, mk))
+            return
+        missing = [k for k in (ek, mk) if k not in state_dict]
+        if missing:
+            missing_keys.extend(missing)
+            error_msgs.append(f"TRTModule: the state dict has only one of {ek!r} and {mk!r}; both are needed")
             return
         try:
-            meta_d = json.loads(bytes(meta.cpu().numpy().tobytes()).decode())
-        except ValueError as e:
-            error_msgs.append(f"TRTModule metadata is corrupt: {e}")
+            plan = _state_bytes(state_dict[ek], ek)
+            raw = _state_bytes(state_dict[mk], mk)
+            try:
+                meta_d = json.loads(raw.decode())
+            except RecursionError:
+                raise EngineFileError(f"{mk!r} is corrupt (nested too deeply)") from None
+            except ValueError as e:
+                raise EngineFileError(f"{mk!r} is not JSON ({e})") from None
+            st = _prepare(plan, meta_d, source=f"state dict {prefix or '<root>'}")
+        except Torch2TRTError as e:
+            error_msgs.append(f"TRTModule: {e}; the module keeps the engine it had")
             return
-        self._setup(bytes(eng.cpu().numpy().tobytes()), meta_d)
+        self._install(st)  # NOTE: all checked and deserialized: the swap cannot fail half-way
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """As ``nn.Module.load_state_dict``; refusals raise :class:`EngineStateError` (a RuntimeError
+        and an :class:`EngineFileError`), and leave the module's engine as it was."""
+        try:
+            return super().load_state_dict(state_dict, strict=strict, assign=assign)
+        except EngineFileError:
+            raise
+        except RuntimeError as e:  # torch's report of error_msgs / missing / unexpected keys
+            raise EngineStateError(str(e)) from None
 
     def extra_repr(self) -> str:
         if not self._meta:
             return "empty"
         return f"backend={self.backend}, trt={self._meta.get('trt_version')}, inputs={self.input_names}, " \
                f"outputs={self.output_names}, layers={self.num_layers}"
+
+
+def _state_bytes(t: Any, key: str) -> bytes:
+    if not isinstance(t, torch.Tensor) or t.dtype != torch.uint8 or t.dim() != 1:
+        what = f"a {t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+        raise EngineFileError(f"{key!r} must be a 1-D uint8 tensor (as state_dict() writes it), got {what}")
+    return bytes(t.detach().cpu().contiguous().numpy().tobytes())
 
 
 def _make_allocator(be: Backend, device: torch.device, dtype: torch.dtype) -> Any:

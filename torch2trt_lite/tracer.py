@@ -20,7 +20,9 @@ import functools
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+import types
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,7 +46,8 @@ if TYPE_CHECKING:
 
 _ACTIVE: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("torch2trt_lite_tracer", default=None)
 _PATCH_LOCK = threading.RLock()
-_PATCH_DEPTH = 0  # tracers active in any thread: patches stay installed while > 0
+_USERS: list[Tracer] = []  # tracers (any thread) using the installed patches: they stay while not empty
+_PATCH_DEPTH = 0  # len(_USERS), refreshed by every install and uninstall
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
@@ -122,6 +125,55 @@ def user_location(skip_frames: int = 1) -> str:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"
+
+
+_RECURSION_MIN = 10  # nested calls of one function of the user's code that make a RecursionError theirs
+
+
+def _recursion_in_chain(error: BaseException) -> RecursionError | None:
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [error]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        if isinstance(e, RecursionError):
+            return e
+        seen.add(id(e))
+        todo += [e.__cause__, e.__context__]
+    return None
+
+
+def user_recursion(error: BaseException) -> ConversionError | None:
+    """A :class:`ConversionError` for an error caused by a ``RecursionError`` (the error itself, or
+    one that a converter or the network API turned it into) whose traceback shows a function of the
+    user's code nested many times; else None."""
+    cause = _recursion_in_chain(error)
+    if cause is None:
+        return None
+    skip = _skip_dirs()
+    counts: Counter[Any] = Counter()
+    last: dict[Any, tuple[str, int]] = {}
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not os.path.abspath(code.co_filename).startswith(skip):
+            counts[code] += 1
+            last[code] = (code.co_filename, tb.tb_lineno)
+        tb = tb.tb_next
+    if not counts:
+        return None
+    code, n = counts.most_common(1)[0]
+    if n < _RECURSION_MIN:
+        return None
+    filename, line = last[code]
+    name = getattr(code, "co_qualname", code.co_name)
+    return ConversionError(
+        f"the model recursed too deeply: RecursionError ({cause}) in the model's own code, where "
+        f"{name} at {filename}:{line} was entered {n} times over. This is the model's recursion, not "
+        "a conversion problem: end the recursion (or, if it must be this deep, raise "
+        "sys.setrecursionlimit)."
+    )
 
 
 @dataclass
@@ -219,8 +271,7 @@ class Tracer:
         self._traced_ids: Callable[[Any], bool] = ctx.is_traced
         self.guard: _Guard | None = None  # the strict guard while active (see _convert)
         self._hooks: list[Any] = []
-        self._token: contextvars.Token[Tracer | None] | None = None
-        self._patched: list[tuple[Any, str, bool, Any]] = []
+        self._live = False  # between the start of activate() and the end of its cleanup
 
     # ------------------------------------------------------------------------- helpers
     def touches_traced(self, args: Any, kwargs: Any) -> bool:
@@ -287,35 +338,50 @@ class Tracer:
         return new
 
     def _install(self) -> None:
+        """Patch every registered target (when no other tracer has) and count this tracer as a user.
+
+        NOTE: interrupt-safe with ``_deactivate``: the table of originals is written before each
+        setattr, and this tracer counts as a user only once the patches are all in place; whatever
+        an interrupt leaves half done, ``_deactivate`` (run by ``activate`` in ``finally``) undoes."""
         global _PATCH_DEPTH
         with _PATCH_LOCK:
-            _PATCH_DEPTH += 1
-            if _PATCH_DEPTH > 1:
-                return
-            try:
-                for record in self.registry.records():
-                    for owner, attr in record.owners:
-                        had = attr in owner.__dict__
-                        original = owner.__dict__[attr] if had else getattr(owner, attr)
-                        # NOTE: getattr gives the callable to run (for autograd ``apply``, the bound
-                        # classmethod); ``original`` is what goes back in place.
-                        new = self._cached_wrap(record, owner, attr)
-                        _PATCHES.append((owner, attr, had, original))
-                        if record.kind in ("function", "method"):
-                            _ORIGINALS[id(getattr(owner, attr))] = record
-                            _ORIGINALS[id(new)] = record
-                        setattr(owner, attr, new)
-            except BaseException:
-                _restore_all()
-                _PATCH_DEPTH -= 1
-                raise
+            if not _USERS:
+                _restore_all()  # completes a restore that an interrupt cut short (a no-op otherwise)
+                self._patch_all()
+            _USERS.append(self)
+            _PATCH_DEPTH = len(_USERS)
+
+    def _patch_all(self) -> None:
+        for record in self.registry.records():
+            for owner, attr in record.owners:
+                had = attr in vars(owner)
+                original = vars(owner)[attr] if had else getattr(owner, attr)
+                if isinstance(original, types.WrapperDescriptorType):
+                    # NOTE: a C slot wrapper (``Tensor.__getitem__``, ``__setitem__`` of
+                    # ``torch._C.TensorBase``) is never patched: setting then deleting it on a subclass
+                    # leaves CPython's type slots changed (``sq_item`` stays filled: every 0-d tensor
+                    # then passes for a sequence, and ``torch.tensor([torch.tensor(0)])`` fails). Its
+                    # calls reach the strict guard through ``__torch_function__``, which converts them.
+                    _ORIGINALS[id(original)] = record
+                    continue
+                # NOTE: getattr gives the callable to run (for autograd ``apply``, the bound
+                # classmethod); ``original`` is what goes back in place.
+                new = self._cached_wrap(record, owner, attr)
+                if record.kind in ("function", "method"):
+                    _ORIGINALS[id(getattr(owner, attr))] = record
+                    _ORIGINALS[id(new)] = record
+                _PATCHES.append((owner, attr, original, had))
+                setattr(owner, attr, new)
 
     def _uninstall(self) -> None:
+        """Stop counting this tracer as a user; restore torch when it was the last. Idempotent."""
         global _PATCH_DEPTH
         with _PATCH_LOCK:
-            _PATCH_DEPTH -= 1
-            if _PATCH_DEPTH == 0:
+            if self in _USERS:
+                _USERS.remove(self)
+            if not _USERS:
                 _restore_all()
+            _PATCH_DEPTH = len(_USERS)
 
     def _install_hooks(self) -> None:
         if self.model is None:
@@ -336,25 +402,54 @@ class Tracer:
 
     @contextmanager
     def activate(self) -> Iterator[Tracer]:
-        if _ACTIVE.get() is not None:
-            raise Torch2TRTError("a conversion is already running in this thread; conversions do not nest")
+        active = _ACTIVE.get()
+        if active is not None:
+            if active._live:
+                raise Torch2TRTError("a conversion is already running in this thread; conversions do not nest")
+            _ACTIVE.set(None)  # left behind by a conversion whose cleanup was interrupted twice
         _load_builtin_converters()
-        guard = self.guard = _Guard(self)
-        self._install()
+        # NOTE: every step is inside the try, and _deactivate undoes each one by looking at the
+        # state itself (not at how far this got), so a KeyboardInterrupt at any line leaves torch as it
+        # was. It runs twice (idempotent): the second completes a first one that an interrupt cut
+        # short, or that an interrupt kept from starting (no ``try`` opens a ``finally`` block here).
         try:
-            self._install_hooks()
-            self._token = _ACTIVE.set(self)
             try:
-                with guard:
-                    yield self
+                self._live = True
+                self.guard = _Guard(self)
+                self._install()
+                self._install_hooks()
+                _ACTIVE.set(self)
+                _push_on_torch_function_stack(self.guard)
+                yield self
             finally:
-                _ACTIVE.reset(self._token)
+                self._deactivate()
         finally:
-            for h in self._hooks:
-                h.remove()
-            self._hooks.clear()
-            self.guard = None
-            self._uninstall()
+            self._deactivate()
+
+    def _deactivate(self) -> None:
+        """Undo ``activate``, whatever part of it ran. Running it again is a no-op, or completes a
+        run that an interrupt cut short."""
+        _remove_mode(self.guard)
+        if _ACTIVE.get() is self:
+            _ACTIVE.set(None)
+        while self._hooks:
+            self._hooks[-1].remove()  # NOTE: removing a hook twice is harmless
+            self._hooks.pop()
+        self._uninstall()
+        self.guard = None
+        self._live = False
+
+    def run_model(self, model: Any, args: Sequence[Any]) -> Any:
+        """``model(*args)`` under this tracer. The model's own endless recursion is reported as a
+        :class:`ConversionError` naming the recursing line (not as an internal error)."""
+        try:
+            with self.activate():
+                return model(*args)
+        except (RecursionError, InternalError, Torch2TRTError) as e:
+            err = user_recursion(e)
+            if err is None:
+                raise
+            raise err from e
 
     # ---------------------------------------------------------------------- conversion
     def convert_call(self, record: ConverterRecord, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
@@ -392,7 +487,9 @@ class Tracer:
         ctx.bind_outputs(call, result)
 
 
-_PATCHES: list[tuple[Any, str, bool, Any]] = []
+# The saved table of originals: (owner, attr, original, had an own attribute), written before each
+# setattr and emptied, last first, as each original goes back.
+_PATCHES: list[tuple[Any, str, Any, bool]] = []
 
 
 _ORIGINALS: dict[int, ConverterRecord] = {}
@@ -415,16 +512,37 @@ def _pop_guard(guard: _Guard | None) -> bool:
 
 
 def _restore_all() -> None:
+    """Put every saved original back, last patched first.
+
+    NOTE: resumable: an entry leaves the table only once its original is back in place, and putting
+    it back again is harmless, so a call that an interrupt cut short is completed by the next one."""
     _ORIGINALS.clear()
     while _PATCHES:
-        owner, attr, had, original = _PATCHES.pop()
+        owner, attr, original, had = _PATCHES[-1]
         if had:
             setattr(owner, attr, original)
-        else:
-            try:
-                delattr(owner, attr)
-            except AttributeError:
-                setattr(owner, attr, original)
+        elif attr in vars(owner):
+            delattr(owner, attr)
+        _PATCHES.pop()
+
+
+def _remove_mode(mode: TorchFunctionMode | None) -> None:
+    """Take ``mode`` off this thread's torch function mode stack (a no-op when it is not on it),
+    keeping any mode that was pushed above it."""
+    if mode is None:
+        return
+    n = _len_torch_function_stack()
+    stack = [_get_function_stack_at(i) for i in range(n)]
+    if not any(m is mode for m in stack):
+        return
+    if stack[-1] is mode:
+        _pop_torch_function_stack()
+        return
+    at = next(i for i, m in enumerate(stack) if m is mode)
+    for _ in range(n - at):
+        _pop_torch_function_stack()
+    for m in stack[at + 1:]:
+        _push_on_torch_function_stack(m)
 
 
 def _dispatch(record: ConverterRecord, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -491,4 +609,4 @@ def patched_originals() -> list[tuple[Any, str, Any]]:
     return out
 
 
-__all__ = ["Tracer", "Unsupported", "patched_originals", "user_location"]
+__all__ = ["Tracer", "Unsupported", "patched_originals", "user_location", "user_recursion"]

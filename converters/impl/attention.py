@@ -12,7 +12,20 @@ from torch2trt_lite.context import ConversionContext
 
 from .elementwise import unsqueeze_to
 from .linear import linear
-from .nn_common import const, ew, gather, matmul, permute, rank, reduce, reshape, softmax, squeeze, unsqueeze
+from .nn_common import (
+    const,
+    ew,
+    gather,
+    matmul,
+    permute,
+    rank,
+    reduce,
+    reshape,
+    slice_axis,
+    softmax,
+    squeeze,
+    unsqueeze,
+)
 from .normalization import vector_norm
 
 
@@ -83,9 +96,21 @@ def sdpa(
 
 
 def _heads(ctx: ConversionContext, it: Any, heads: int) -> Any:
-    """[N, L, E] -> [N, H, L, E / H]."""
+    """[N, L, E] -> [N, H, L, E / H]: one shuffle (reshape, then transpose)."""
     n, length, e = tuple(it.shape)
-    return permute(ctx, reshape(ctx, it, (n, length, heads, e // heads)), (0, 2, 1, 3))
+    layer = ctx.network.add_shuffle(it)
+    layer.reshape_dims = (n, length, heads, e // heads)
+    layer.second_transpose = (0, 2, 1, 3)
+    return layer.get_output(0)
+
+
+def _merge_heads(ctx: ConversionContext, it: Any) -> Any:
+    """[N, H, L, D] -> [N, L, H * D]: one shuffle (transpose, then reshape)."""
+    n, h, length, d = tuple(it.shape)
+    layer = ctx.network.add_shuffle(it)
+    layer.first_transpose = (0, 2, 1, 3)
+    layer.reshape_dims = (n, length, h * d)
+    return layer.get_output(0)
 
 
 def multi_head_attention(
@@ -101,31 +126,51 @@ def multi_head_attention(
     batch_first: bool,
     unbatched: bool,
     dtype: torch.dtype,
+    self_attention: bool = False,
 ) -> tuple[Any, Any | None]:
-    """``nn.MultiheadAttention`` in inference; inputs as given (time-major unless ``batch_first``)."""
-    if unbatched:
-        query, key, value = (unsqueeze(ctx, t, [1]) for t in (query, key, value))
-        batch_first = False
-    if not batch_first:
-        query, key, value = (permute(ctx, t, (1, 0, 2)) for t in (query, key, value))
+    """``nn.MultiheadAttention`` in inference; inputs as given (time-major unless ``batch_first``).
+    ``self_attention``: query, key and value are one tensor (only ``query`` is read then)."""
+    if self_attention:
+        key = value = query = unsqueeze(ctx, query, [1]) if unbatched else query
+        if unbatched:
+            batch_first = False
+        if not batch_first:
+            key = value = query = permute(ctx, query, (1, 0, 2))
+    else:
+        if unbatched:
+            query, key, value = (unsqueeze(ctx, t, [1]) for t in (query, key, value))
+            batch_first = False
+        if not batch_first:
+            query, key, value = (permute(ctx, t, (1, 0, 2)) for t in (query, key, value))
     e, h = m.embed_dim, m.num_heads
 
     def w(t: torch.Tensor | None) -> Any:
         return None if t is None else const(ctx, t.detach(), dtype)
 
-    b = m.in_proj_bias
-    bq, bk, bv = (None, None, None) if b is None else (b[:e], b[e:2 * e], b[2 * e:])
-    if m._qkv_same_embed_dim:
-        wq, wk, wv = m.in_proj_weight[:e], m.in_proj_weight[e:2 * e], m.in_proj_weight[2 * e:]
+    # NOTE: the 1 / sqrt(head dim) score scale is folded into the query projection (weights and
+    # bias), so no layer scales the [N, H, L, S] scores (exact for head dims 4^k, e.g. 64)
+    sc = 1.0 / math.sqrt(e // h)
+    b: torch.Tensor | None = m.in_proj_bias
+    if b is not None:
+        b = torch.cat([b.detach()[:e] * sc, b.detach()[e:]])
+    if self_attention and m._qkv_same_embed_dim:
+        # NOTE: one [N, L, 3E] projection with the packed in_proj weight, as torch computes it: one
+        # GEMM (and one bias) instead of three, then three slices of it
+        wp = m.in_proj_weight.detach()
+        qkv = linear(ctx, query, w(torch.cat([wp[:e] * sc, wp[e:]])), w(b))
+        q, k, v = (_heads(ctx, slice_axis(ctx, qkv, 2, i * e, e), h) for i in range(3))
     else:
-        wq, wk, wv = m.q_proj_weight, m.k_proj_weight, m.v_proj_weight
-    q = _heads(ctx, linear(ctx, query, w(wq), w(bq)), h)
-    k = _heads(ctx, linear(ctx, key, w(wk), w(bk)), h)
-    v = _heads(ctx, linear(ctx, value, w(wv), w(bv)), h)
+        bq, bk, bv = (None, None, None) if b is None else (b[:e], b[e:2 * e], b[2 * e:])
+        if m._qkv_same_embed_dim:
+            wq, wk, wv = m.in_proj_weight[:e], m.in_proj_weight[e:2 * e], m.in_proj_weight[2 * e:]
+        else:
+            wq, wk, wv = m.q_proj_weight, m.k_proj_weight, m.v_proj_weight
+        q = _heads(ctx, linear(ctx, query, w(wq.detach() * sc), w(bq)), h)
+        k = _heads(ctx, linear(ctx, key, w(wk), w(bk)), h)
+        v = _heads(ctx, linear(ctx, value, w(wv), w(bv)), h)
     n, _, length, _ = tuple(q.shape)
     s = tuple(k.shape)[2]
-    scores = matmul(ctx, q, k, transpose_b=True)
-    scores = ew(ctx, scores, const(ctx, 1.0 / math.sqrt(e // h), dtype, 4), "PROD")
+    scores = matmul(ctx, q, k, transpose_b=True)  # already scaled (above)
     if attn_mask is not None:
         if rank(attn_mask) == 3:  # [N * H, L, S]
             attn_mask = reshape(ctx, attn_mask, (n, h, length, s))
@@ -138,7 +183,7 @@ def multi_head_attention(
     # (eval, batched); torch's unbatched / sdpa path gives 0 there instead: torch itself differs.
     attn = softmax(ctx, scores, -1)
     out = matmul(ctx, attn, v)  # [N, H, L, D]
-    out = reshape(ctx, permute(ctx, out, (0, 2, 1, 3)), (n, length, e))
+    out = _merge_heads(ctx, out)
     out = linear(ctx, out, w(m.out_proj.weight), w(m.out_proj.bias))
     if not batch_first:
         out = permute(ctx, out, (1, 0, 2))

@@ -93,6 +93,12 @@ def convolution(
     else:
         pre, post = _padding(padding, n, k, d)
     w = weight
+    if transposed and any(v > 1 for v in s) and any(v > 1 for v in d):
+        # NOTE: TensorRT-RTX refuses a strided and dilated deconvolution ("Strided & Dilated Deconv are
+        # currently not supported"): the same deconvolution with the kernel dilated (zeros between taps)
+        w, d = dilate_kernel(weight, d), [1] * n
+        k = list(w.shape[2:])
+    built = w  # the kernel as given to TensorRT, before the 1D -> 2D view (fold_affine rescales it)
     if n == 1:
         x = unsqueeze(ctx, x, [-1])
         w = w.unsqueeze(-1)
@@ -134,9 +140,19 @@ def convolution(
 
     if not any(fill):
         ctx.layer_info[id(y)] = ConvRecord(
-            layer, y, ctx.num_layers(), tuple(chain), weight, bias, int(groups), transposed, dtype, rebuild
+            layer, y, ctx.num_layers(), tuple(chain), built, bias, int(groups), transposed, dtype, rebuild
         )
     return y
+
+
+def dilate_kernel(w: torch.Tensor, dilation: Sequence[int]) -> torch.Tensor:
+    """``w`` [out, in, k...] with ``dilation - 1`` zeros between taps (kernel ``d * (k - 1) + 1``): the
+    undilated kernel of the same (de)convolution."""
+    w = w.detach()
+    k = w.shape[2:]
+    out = w.new_zeros(*w.shape[:2], *(dd * (kk - 1) + 1 for kk, dd in zip(k, dilation, strict=True)))
+    out[(slice(None), slice(None), *(slice(None, None, dd) for dd in dilation))] = w
+    return out
 
 
 def _extend_end(ctx: ConversionContext, y: Any, extra: Sequence[int]) -> Any:

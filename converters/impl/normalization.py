@@ -19,8 +19,10 @@ def channel_affine(ctx: ConversionContext, it: Any, scale: torch.Tensor, shift: 
     """``it * scale + shift`` with per-channel (axis 1) constants."""
     r = rank(it)
     if r >= 4:
+        # NOTE: add_scale takes the third to last dim as the channel (D of [N, C, D, H, W]): name axis 1
         mode = ctx.trt.ScaleMode.CHANNEL
-        layer = ctx.network.add_scale(it, mode, ctx.weights(shift.to(dtype)), ctx.weights(scale.to(dtype)))
+        layer = ctx.network.add_scale_nd(it, mode, ctx.weights(shift.to(dtype)), ctx.weights(scale.to(dtype)),
+                                         ctx.trt.Weights(ctx.trt_dtype(dtype)), 1)
         return layer.get_output(0)
     shape = (1, -1) + (1,) * (r - 2)
     y = ew(ctx, it, const(ctx, scale.reshape(shape), dtype), "PROD")
@@ -154,7 +156,15 @@ def local_response_norm(ctx: ConversionContext, it: Any, size: int, alpha: float
                         dtype: torch.dtype) -> Any:
     """torch's LRN across channels: ``x / (k + alpha / size * sum of x^2 over the window)^beta``."""
     if size % 2 == 1 and 1 <= size <= 15 and 0.01 <= beta <= 1e5 and 1e-5 <= k <= 1e10 and abs(alpha) <= 1e20:
-        return ctx.network.add_lrn(it, int(size), float(alpha), float(beta), float(k)).get_output(0)
+        r = rank(it)
+        spatial = tuple(it.shape)[2:]
+        if r == 4 or sum(d < 0 for d in spatial) > 1:
+            return ctx.network.add_lrn(it, int(size), float(alpha), float(beta), float(k)).get_output(0)
+        # NOTE: TensorRT's LRN takes a 4D [N, C, H, W] input: [N, C, L] and [N, C, D, H, W] run on
+        # [N, C, prod(spatial), 1] (the window is across channels only) and are reshaped back
+        x4 = reshape(ctx, it, (0, 0, -1, 1))
+        y = ctx.network.add_lrn(x4, int(size), float(alpha), float(beta), float(k)).get_output(0)
+        return reshape(ctx, y, (0, 0, *(d if d >= 0 else -1 for d in spatial)))
     # NOTE: outside ILRNLayer's limits: average x^2 over a (size, 1) window on [N, 1, C, rest]
     shape = tuple(it.shape)
     n, c = shape[0], shape[1]

@@ -89,6 +89,9 @@ def topk(ctx: ConversionContext, it: Any, k: int, dim: int, largest: bool) -> tu
         return S.reshape(ctx, v, ()), S.reshape(ctx, i, ())
     if k > TOPK_MAX_K:
         raise ConversionError(f"top-k/sort of {k} elements exceeds TensorRT's limit of {TOPK_MAX_K}")
+    if n == 1:  # TensorRT's top-k needs at least 2 dims: run on [1, N]
+        v, i = topk(ctx, S.reshape(ctx, it, (1, -1)), k, 1, largest)
+        return S.reshape(ctx, v, (int(k),)), S.reshape(ctx, i, (int(k),))
     d = S.norm_dim(dim, n)
     src_dt = E.dtype_of(ctx, it)
     x = _topk_input(ctx, it)

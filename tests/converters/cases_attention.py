@@ -53,6 +53,22 @@ class _MHA(nn.Module):
         return out if out[1] is not None else out[0]
 
 
+class _SelfMHA(nn.Module):
+    """Self-attention as models call it, ``mha(x, x, x)``: one tensor as query, key and value (the
+    converter then projects with the packed in_proj weight once)."""
+
+    def __init__(self, mha: nn.Module, **kw: object) -> None:
+        super().__init__()
+        self.mha, self.kw = mha, kw
+
+    def forward(self, x: torch.Tensor, *masks: torch.Tensor):  # type: ignore[no-untyped-def]
+        kw = dict(self.kw)
+        names = [n for n in ("key_padding_mask", "attn_mask") if kw.pop(n, False)]
+        kw.update(dict(zip(names, masks, strict=True)))
+        out = self.mha(x, x, x, **kw)
+        return out if out[1] is not None else out[0]
+
+
 KPM = torch.tensor([[False, False, True, False, True, False, False], [False] * 6 + [True]])
 ATTN_BOOL = torch.zeros(4, 7, dtype=torch.bool)
 ATTN_BOOL[1, 2:4] = True
@@ -99,6 +115,13 @@ MHA = [
          lambda: [randn(3, 2, 8, seed=1), randn(4, 2, 6, seed=2), randn(4, 2, 5, seed=3)], is_module=True, **_TOL),
     Case("mha_unbatched", lambda: _MHA(_mha()()), lambda: [randn(4, 8, seed=1), randn(6, 8, seed=2),
                                                            randn(6, 8, seed=3)], is_module=True, **_TOL),
+    Case("mha_self_packed_time_major", lambda: _SelfMHA(_mha()()), lambda: [randn(4, 2, 8, seed=1)],
+         is_module=True, **_TOL),
+    Case("mha_self_packed_batch_first_kpm", lambda: _SelfMHA(_mha(batch_first=True)(), key_padding_mask=True,
+                                                             average_attn_weights=False),
+         lambda: [randn(2, 7, 8, seed=1), KPM.clone()], is_module=True, **_TOL),
+    Case("mha_self_packed_unbatched", lambda: _SelfMHA(_mha()(), need_weights=False), lambda: [randn(5, 8, seed=1)],
+         is_module=True, **_TOL),
     Case("transformer_encoder_layer", lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
          lambda: [randn(2, 5, 8)], is_module=True, **_TOL),
 ]

@@ -277,6 +277,11 @@ CASES = [
     Case("topk_dim_smallest", lambda x: x.topk(2, dim=0, largest=False), x3, targets=[T + "topk"]),
     Case("topk_int", lambda x: x.topk(2), lambda: [torch.randperm(24).reshape(4, 6).int()]),
     Case("topk_first_dim_rank5", lambda x: x.topk(2, 0), lambda: [randn(4, 2, 2, 2, 3)]),
+    # TensorRT's top-k needs 2 dims: a 1D input runs as [1, N]
+    Case("topk_1d", lambda x: x.topk(3, largest=False), lambda: [randn(7)]),
+    Case("sort_1d", lambda x: x.sort(descending=True), lambda: [randn(6)]),
+    Case("max_dim_1d", lambda x: x.max(0), lambda: [randn(6)]),
+    Case("argmin_1d_keepdim", lambda x: x.argmin(0, keepdim=True), lambda: [randn(6)]),
     Case("sort", lambda x: torch.sort(x), x3, targets=["torch.sort"]),
     Case("sort_desc_dim", lambda x: x.sort(0, True), x3, targets=[T + "sort"]),
     Case("sort_kw", lambda x: x.sort(dim=1, descending=True, stable=True), x3),

@@ -80,6 +80,16 @@ CONV = [
          lambda: [randn(2, 4, 7)], targets=["torch.conv_transpose1d"]),
     Case("conv_transpose3d", lambda x: F.conv_transpose3d(x, WT3, None, stride=2, padding=1, output_padding=(1, 0, 1)),
          lambda: [randn(1, 4, 3, 4, 3)], targets=["torch.conv_transpose3d"]),
+    # strided and dilated: TensorRT-RTX refuses it, the kernel is dilated (zeros between taps) instead
+    Case("conv_transpose2d_stride2_dil2", lambda x: F.conv_transpose2d(x, WT2, B2[:3], stride=2, padding=1, dilation=2,
+                                                                        output_padding=1),
+         lambda: [randn(2, 4, 5, 5)]),
+    Case("conv_transpose2d_module_stride_dil", lambda: nn.ConvTranspose2d(4, 6, 3, stride=2, padding=2, dilation=2),
+         lambda: [randn(1, 4, 5, 4)], is_module=True),
+    Case("conv_transpose1d_stride_dil", lambda x: F.conv_transpose1d(x, WT1, B2[:3], stride=2, dilation=3),
+         lambda: [randn(2, 4, 6)]),
+    Case("conv_transpose3d_stride_dil", lambda x: F.conv_transpose3d(x, WT3, None, stride=(2, 1, 2), dilation=(1, 2, 2)),
+         lambda: [randn(1, 4, 3, 3, 2)]),
 ]
 
 
@@ -142,6 +152,11 @@ BATCH_NORM = [
     Case("deconv_bn_fold", _seeded(lambda: nn.Sequential(nn.ConvTranspose2d(4, 6, 3, stride=2, groups=2),
                                                          nn.BatchNorm2d(6))),
          lambda: [randn(1, 4, 4, 4)], is_module=True),
+    Case("deconv_stride_dil_bn_fold", _seeded(lambda: nn.Sequential(
+        nn.ConvTranspose2d(4, 6, 3, stride=2, dilation=2, groups=2), nn.BatchNorm2d(6))),
+        lambda: [randn(1, 4, 4, 4)], is_module=True),
+    Case("batch_norm3d_after_relu", _seeded(lambda: nn.Sequential(nn.ReLU(), nn.BatchNorm3d(2))),
+         lambda: [randn(1, 2, 3, 2, 4)], is_module=True),
     Case("conv_bn_reuse_preact", _seeded(_ConvBNReuse), lambda: [randn(2, 4, 6, 6)], is_module=True),
     Case("conv_used_before_bn", _seeded(_ConvUsedBeforeBN), lambda: [randn(2, 4, 6, 6)], is_module=True),
 ]

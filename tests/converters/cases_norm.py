@@ -40,6 +40,7 @@ CASES = [
          lambda: [randn(2, 6), randn(6, seed=2)]),
     Case("group_norm_module", lambda: _affine(nn.GroupNorm(2, 6)), lambda: [randn(2, 6, 4, 5)], is_module=True),
     Case("group_norm_3d_input", lambda: _affine(nn.GroupNorm(3, 6)), lambda: [randn(2, 6, 7)], is_module=True),
+    Case("group_norm_5d_affine", lambda: _affine(nn.GroupNorm(2, 4)), lambda: [randn(1, 4, 2, 3, 3)], is_module=True),
     Case("group_norm_one_group", lambda: _affine(nn.GroupNorm(1, 4)), lambda: [randn(2, 4, 3, 3)], is_module=True),
     Case("group_norm_per_channel", lambda: _affine(nn.GroupNorm(4, 4)), lambda: [randn(2, 4, 3, 3)], is_module=True),
     Case("group_norm_functional", lambda x: F.group_norm(x, 2, eps=1e-3), lambda: [randn(1, 4, 2, 3, 3)],
@@ -60,6 +61,9 @@ CASES = [
          lambda: [randn(2, 7, 6)], is_module=True),
     Case("local_response_norm_even_size", lambda x: F.local_response_norm(x, 4, alpha=0.01), lambda: [randn(1, 6, 3, 3)]),
     Case("local_response_norm_5d", lambda x: F.local_response_norm(x, 2), lambda: [randn(1, 4, 2, 3, 3)]),
+    # ILRNLayer needs 4 dims: 3D and 5D inputs run as [N, C, prod(spatial), 1]
+    Case("local_response_norm_5d_odd", lambda x: F.local_response_norm(x, 3, alpha=0.2), lambda: [randn(2, 6, 2, 3, 3)]),
+    Case("local_response_norm_3d_fn", lambda x: F.local_response_norm(x, 3, k=1.5), lambda: [randn(1, 5, 4)]),
     Case("normalize_default", lambda x: F.normalize(x), lambda: [randn(2, 5, 3)],
          targets=["torch.nn.functional.normalize"]),
     Case("normalize_p1_dim_last", lambda x: F.normalize(x, p=1.0, dim=-1), lambda: [randn(3, 4)]),

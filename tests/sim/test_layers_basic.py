@@ -17,6 +17,7 @@ import torch
 
 from tests.sim.netbuilder import Net, infer, trt
 from torch2trt_lite.errors import NetworkDefinitionError
+from torch2trt_lite.sim import torch_dtype
 
 F32 = {"rtol": 1e-5, "atol": 1e-6}
 F16 = {"rtol": 1e-3, "atol": 1e-3}
@@ -186,14 +187,72 @@ def test_unary_bool_outputs_and_int_inputs() -> None:
         net.network.add_unary(net.input("i", (3,), trt.int32), U.EXP)
 
 
+# The Cast operator's documented examples (TensorRT operator docs, Cast and Identity): 5.6 -> 5,
+# 8.9 -> 8: float -> int truncates toward zero; out-of-range values saturate to the int range.
+_FRACTIONS = [5.6, 8.9, -5.6, -8.9, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.7, -3.7, 0.99, -0.99, 126.9, -127.9]
+_INT_RANGES = {trt.int8: (-128, 127), trt.int32: (-(2**31), 2**31 - 1), trt.int64: (-(2**63), 2**63 - 1)}
+
+
+def _truncated(values: list[float], lo: int, hi: int) -> list[int]:
+    """Toward zero, saturated; in exact Python ints (no float64 rounding near int64's bounds)."""
+    return [hi if v >= hi else lo if v <= lo else int(np.trunc(v)) for v in values]
+
+
 @pytest.mark.parametrize("target", [trt.int8, trt.int32, trt.int64])
-def test_float_to_int_cast_rounds_half_to_even_and_saturates(target: Any) -> None:
-    x = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.7, -3.7, 200.0, -200.0, 3e9, -3e9, 1e20, -1e20,
-                      float("inf"), float("-inf")])
+def test_float_to_int_cast_truncates_toward_zero_and_saturates(target: Any) -> None:
+    x = torch.tensor(_FRACTIONS + [200.0, -200.0, 3e9, -3e9, 1e20, -1e20, float("inf"), float("-inf")])
     net = Net()
     y = net.network.add_cast(net.input("x", x.shape), target).get_output(0)
     (got,) = infer(net.build(y), {"x": x})
-    info = {trt.int8: (-128, 127), trt.int32: (-(2**31), 2**31 - 1), trt.int64: (-(2**63), 2**63 - 1)}[target]
-    # exact integers (Python ints: no float64 rounding near int64's bounds)
-    want = [info[1] if v >= info[1] else info[0] if v <= info[0] else int(np.rint(v)) for v in x.double().tolist()]
-    assert got.tolist() == want
+    assert got.tolist()[:4] == [5, 8, -5, -8]  # the documented examples, and their negatives
+    assert got.tolist() == _truncated(x.double().tolist(), *_INT_RANGES[target])
+
+
+@pytest.mark.parametrize("src", [trt.float16, trt.bfloat16])
+def test_half_to_int32_cast_truncates_toward_zero(src: Any) -> None:
+    x = torch.tensor([5.625, 8.875, -5.625, -8.875, 2.5, -2.5, 0.75, -0.75])  # exact in half and bf16
+    net = Net()
+    y = net.network.add_cast(net.input("x", x.shape, src), trt.int32).get_output(0)
+    (got,) = infer(net.build(y), {"x": x.to(torch_dtype(src))})
+    assert got.tolist() == [5, 8, -5, -8, 2, -2, 0, 0]
+
+
+def test_float_to_uint8_cast_truncates_clamps_negatives_and_wraps() -> None:
+    # negatives -> 0 and values above 255 wrap mod 256: conformance Cast/case_simple (TensorRT 10.16)
+    x = torch.tensor([5.6, 8.9, 0.99, 254.9, 255.9, 256.5, 266.7, -5.6, -0.5, -300.0])
+    net = Net()
+    y = net.network.add_cast(net.input("x", x.shape), trt.uint8).get_output(0)
+    (got,) = infer(net.build(y), {"x": x})
+    assert got.tolist() == [5, 8, 0, 254, 255, 0, 10, 0, 0, 0]
+
+
+@pytest.mark.parametrize("target", [trt.int8, trt.int32, trt.int64])
+def test_identity_with_an_output_type_truncates_like_cast(target: Any) -> None:
+    x = torch.tensor(_FRACTIONS)
+    net = Net()
+    layer = net.network.add_identity(net.input("x", x.shape))
+    layer.set_output_type(0, target)
+    (got,) = infer(net.build(layer.get_output(0)), {"x": x})
+    assert got.tolist() == _truncated(x.double().tolist(), *_INT_RANGES[target])
+
+
+def test_output_type_forced_on_a_float_layer_truncates() -> None:
+    # a float layer whose output type is set to INT32 converts like a cast (reformatting)
+    x = torch.tensor([5.6, 8.9, -5.6, -8.9, 2.5])
+    net = Net()
+    layer = net.network.add_unary(net.input("x", x.shape), trt.UnaryOperation.NEG)
+    layer.set_output_type(0, trt.int32)
+    (got,) = infer(net.build(layer.get_output(0)), {"x": x})
+    assert got.dtype == torch.int32 and got.tolist() == [-5, -8, 5, 8, -2]
+
+
+def test_int8_cast_with_a_dynamic_range_quantizes_to_nearest() -> None:
+    # a dynamic range makes an INT8 cast a quantization (scale = 127 / max |range|), which rounds to
+    # nearest, not toward zero: conformance Cast/case_int8 (-88.9 -> -89, -122.77 -> -123)
+    x = torch.tensor([5.6, 8.9, -5.6, -88.9, 2.5, -2.5, 126.6, -126.6])
+    net = Net()
+    net.config.set_flag(trt.BuilderFlag.INT8)
+    y = net.network.add_cast(net.input("x", x.shape), trt.int8).get_output(0)
+    y.dynamic_range = (-127.0, 127.0)
+    (got,) = infer(net.build(y), {"x": x})
+    assert got.tolist() == [6, 9, -6, -89, 2, -2, 127, -127]

@@ -403,7 +403,7 @@ def test_reduce_refusals() -> None:
 
 # ----------------------------------------------------------------------------------- top-k
 @pytest.mark.parametrize(("shape", "axis", "k", "op"), [
-    ((6,), 0, 3, "MAX"),
+    ((1, 6), 1, 3, "MAX"),
     ((4, 7), 1, 2, "MIN"),
     ((3, 5, 4), 1, 5, "MAX"),
     ((2, 3, 4, 6), 0, 1, "MIN"),
@@ -462,14 +462,16 @@ def test_topk_refusals() -> None:
     refuses(net.network.add_topk, x, trt.TopKOperation.MAX, 1, 0b11000)  # two axes
     refuses(net.network.add_topk, x, trt.TopKOperation.MAX, 1, 1 << 0)  # not one of the last four
     refuses(net.network.add_topk, x, trt.TopKOperation.MAX, 1, 1 << 4, trt.float32)  # indices type
-    refuses(net.network.add_topk, net.input("b", (3,), trt.bool), trt.TopKOperation.MAX, 1, 1)
+    refuses(net.network.add_topk, net.input("b", (1, 3), trt.bool), trt.TopKOperation.MAX, 1, 2)
+    # TensorRT: "at least 2 dimensions are required for input" (a 1D input runs as [1, N])
+    refuses(net.network.add_topk, net.input("v", (6,)), trt.TopKOperation.MAX, 1, 1)
     layer = net.network.add_topk(x, trt.TopKOperation.MAX, 1, 1 << 4)
     with pytest.raises(NetworkDefinitionError):
         layer.indices_type = trt.float32
     net13 = Net(trt13)
     with pytest.raises(TypeError):  # TensorRT 10.13 has no indices_type overload
-        net13.network.add_topk(net13.input("x", (4,)), trt13.TopKOperation.MAX, 1, 1, trt13.int32)
-    assert not hasattr(net13.network.add_topk(net13.input("y", (4,)), trt13.TopKOperation.MAX, 1, 1),
+        net13.network.add_topk(net13.input("x", (1, 4)), trt13.TopKOperation.MAX, 1, 2, trt13.int32)
+    assert not hasattr(net13.network.add_topk(net13.input("y", (1, 4)), trt13.TopKOperation.MAX, 1, 2),
                        "indices_type")
 
 
@@ -571,7 +573,10 @@ def test_attention_object_and_boundary_layers() -> None:
     assert [att.get_input(i).name for i in range(3)] == ["q", "k", "v"]
     types = [net.network.get_layer(i).type for i in range(net.network.num_layers)]
     assert types == [trt.LayerType.ATTENTION_INPUT, trt.LayerType.ATTENTION_OUTPUT]
-    assert net.network.get_layer(0).attention is att and net.network.get_layer(1).attention is att
+    boundary = [net.network.get_layer(i) for i in range(2)]
+    assert all(type(b) is trt.ILayer for b in boundary)  # TensorRT: get_layer gives the base class
+    boundary[0].__class__, boundary[1].__class__ = trt.IAttentionInputLayer, trt.IAttentionOutputLayer
+    assert boundary[0].attention is att and boundary[1].attention is att
     assert net.network.get_layer(1).get_output(0) is att.get_output(0)
     att.name, att.metadata, att.decomposable = "attn", "meta", True
     assert (att.name, att.metadata, att.decomposable) == ("attn", "meta", True)

@@ -494,6 +494,24 @@ def test_scale_nd_channel_axis() -> None:
         Net().network.add_scale_nd(None, trt.ScaleMode.CHANNEL, None, None, None)
 
 
+def test_scale_channel_is_third_to_last_dim() -> None:
+    # TensorRT's add_scale takes the channel axis nbDims - 3 (measured on the TensorRT-RTX 1.7
+    # builder for ranks 4 to 6): D of [N, C, D, H, W], not C
+    x = rand(2, 3, 4, 5, 6)
+    shift = rand(4, seed=1)
+
+    def build(net: Net, t: Any) -> Any:
+        layer = net.network.add_scale(t, trt.ScaleMode.CHANNEL, shift.numpy())
+        assert layer.channel_axis == 2
+        return layer.get_output(0)
+
+    torch.testing.assert_close(run1(build, x), x + shift.reshape(1, 1, 4, 1, 1), **F32)
+    net = Net()
+    layer = net.network.add_scale(net.input("x", (2, 3, 4, 5, 6, 7)), trt.ScaleMode.CHANNEL, np.ones(3, np.float32))
+    assert layer.channel_axis == 3
+    assert net.build_fails(layer.get_output(0))  # 3 shift values: one per C, but the channel is dim 3 (5 of them)
+
+
 def test_scale_int8_output_rounds_half_to_even_and_clamps() -> None:
     x = torch.tensor([0.5, 1.5, 2.5, -2.5, 300.0, -300.0, 1.2, -0.7]).reshape(1, 2, 2, 2)
     net = Net()
@@ -534,6 +552,14 @@ def test_lrn_refusals(bad: dict[str, float]) -> None:
     net = Net()
     with pytest.raises(NetworkDefinitionError):
         net.network.add_lrn(net.input("x", (1, 4, 3, 3)), args["window"], args["alpha"], args["beta"], args["k"])
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 3), (2, 4)])
+def test_lrn_refuses_fewer_than_4_dims(shape: tuple[int, ...]) -> None:
+    # TensorRT: "at least 4 dimensions are required for input" (from add_lrn's shape check)
+    net = Net()
+    with pytest.raises(NetworkDefinitionError, match="at least 4 dimensions"):
+        net.network.add_lrn(net.input("x", shape), 3, 1.0, 0.5, 1.0)
 
 
 # ------------------------------------------------------------------------ normalization

@@ -745,6 +745,14 @@ def add_plugin(ctx: Any, pdef: PluginDef, inputs: Sequence[Any], attrs: Mapping[
     optional input). The plugin object comes from the backend's plugin registry, so the same code
     serves the sim and TensorRT.
     """
+    add_plugin_v3 = getattr(ctx.network, "add_plugin_v3", None)  # TensorRT-RTX has no plugin layers
+    if add_plugin_v3 is None or not getattr(ctx, "has_plugins", True):
+        from ..context import ConverterRefusal
+
+        raise ConverterRefusal(
+            f"{pdef.label} is a plugin layer, and TensorRT-RTX has no plugin API (no add_plugin_v3): a model "
+            "that needs a plugin converts with backend='tensorrt' (or 'sim')"
+        )
     resolved = attrs if isinstance(attrs, Attrs) else pdef.resolve_attrs(attrs)
     present = pdef.present(resolved, inputs)
     torch_inputs = [x for x in present if isinstance(x, torch.Tensor)]
@@ -753,7 +761,7 @@ def add_plugin(ctx: Any, pdef: PluginDef, inputs: Sequence[Any], attrs: Mapping[
         pdef.check_shapes(resolved, [tuple(x.shape) for x in torch_inputs])
     itensors = [ctx.itensor(x) if isinstance(x, (torch.Tensor, bool, int, float)) else x for x in present]
     plugin = create_backend_plugin(ctx.trt, getattr(ctx, "backend_name", "sim"), pdef, resolved)
-    layer = ctx.network.add_plugin_v3(itensors, [], plugin)
+    layer = add_plugin_v3(itensors, [], plugin)
     if layer is None:
         raise ConversionError(f"{pdef.label}: the network refused the plugin layer (see the log above)")
     outs = [layer.get_output(j) for j in range(len(pdef.outputs))]

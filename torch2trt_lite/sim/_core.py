@@ -578,6 +578,16 @@ class ILayer:
 
     # -- internal helpers
     @property
+    def _canon(self) -> ILayer:
+        """The network's own object of this layer. ``INetworkDefinition.get_layer`` gives, like
+        TensorRT, a base-class ILayer: a view sharing this layer's ``__dict__`` (so its settings and a
+        ``view.__class__ = trt.IActivationLayer`` downcast reach the layer). Identity (consumer lists)
+        and the subclass's own methods go through the layer itself."""
+        ref = self.__dict__.get("_canon_ref")
+        layer = ref() if ref is not None else None
+        return layer if layer is not None else self
+
+    @property
     def _network(self) -> INetworkDefinition:
         net = self._network_ref()
         if net is None:
@@ -585,7 +595,7 @@ class ILayer:
         return net
 
     def _fail(self, msg: str) -> NetworkDefinitionError:
-        text = f"{self._name or type(self).__name__}: {msg}"
+        text = f"{self._name or type(self._canon).__name__}: {msg}"
         try:
             _log(self._network._logger, Severity.ERROR, text)
         except NetworkDefinitionError:
@@ -614,7 +624,7 @@ class ILayer:
 
     def _infos(self) -> list[TensorInfo]:
         if self._cache is None:
-            self._cache = self._infer()
+            self._cache = self._canon._infer()  # a get_layer view infers with the layer's own class
         return self._cache
 
     def _input_infos(self) -> list[TensorInfo | None]:
@@ -790,7 +800,7 @@ class ILayer:
 
     @property
     def type(self) -> Any:
-        return LayerType.__members__[self._layer_type]
+        return LayerType.__members__[type(self._canon)._layer_type]
 
     @property
     def num_inputs(self) -> int:
@@ -811,21 +821,22 @@ class ILayer:
         return self._outputs[index]
 
     def set_input(self, index: int, tensor: ITensor) -> None:
-        limit = self._max_inputs if self._max_inputs is not None else len(self._inputs)
+        me = self._canon  # the layer itself when called on a get_layer view
+        limit = me._max_inputs if me._max_inputs is not None else len(me._inputs)
         if not 0 <= index < limit:
-            raise self._fail(f"set_input: index {index} out of range [0, {limit})")
+            raise me._fail(f"set_input: index {index} out of range [0, {limit})")
         if not isinstance(tensor, ITensor):
-            raise self._fail(f"set_input: expected an ITensor, got {type(tensor).__name__}")
-        self._network._check_owned(tensor)
-        while len(self._inputs) <= index:
-            self._inputs.append(None)
-        old = self._inputs[index]
-        if old is not None and self in old._consumers:
-            old._consumers.remove(self)
-        self._inputs[index] = tensor
-        tensor._consumers.append(self)
-        self._on_set_input(index)
-        self._touch()
+            raise me._fail(f"set_input: expected an ITensor, got {type(tensor).__name__}")
+        me._network._check_owned(tensor)
+        while len(me._inputs) <= index:
+            me._inputs.append(None)
+        old = me._inputs[index]
+        if old is not None and me in old._consumers:
+            old._consumers.remove(me)
+        me._inputs[index] = tensor
+        tensor._consumers.append(me)
+        me._on_set_input(index)
+        me._touch()
 
     def _on_set_input(self, index: int) -> None:
         pass

@@ -46,6 +46,7 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
         self._refittable: set[str] = set()
         self._debug: set[int] = set()
         self._probe_memo: dict[Any, Any] = {}  # shape inference results by layer configuration (_core)
+        self._views: weakref.WeakKeyDictionary[ILayer, ILayer] = weakref.WeakKeyDictionary()  # see _view
 
     # ----------------------------------------------------------------------------- internal
     def _cls(self, name: str) -> Any:
@@ -86,6 +87,25 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
                 self._remove_layer(layer)
                 raise
         return layer
+
+    def _view(self, layer: ILayer) -> ILayer:
+        """What ``get_layer`` gives: like TensorRT, an object of class ``ILayer`` (``.type`` is the
+        LayerType even where the subclass shadows ``type``, e.g. IActivationLayer) that becomes the
+        subclass by ``view.__class__ = trt.IActivationLayer`` (the TensorRT idiom, as in Polygraphy).
+
+        NOTE: the view shares the layer's ``__dict__``, so names, metadata, precisions and, after a
+        downcast, layer settings written through it are the layer's; ILayer._canon leads it back to
+        the layer for identity and virtual dispatch. Like pybind11, the same view is returned while
+        it still is an ILayer; after a downcast, a new one."""
+        base = self._cls("ILayer")
+        view = self._views.get(layer)
+        if view is None or type(view) is not base:
+            if "_canon_ref" not in layer.__dict__:
+                layer.__dict__["_canon_ref"] = weakref.ref(layer)
+            view = base.__new__(base)
+            view.__dict__ = layer.__dict__
+            self._views[layer] = view
+        return view
 
     def _remove_layer(self, layer: ILayer) -> None:
         self._wiring += 1
@@ -163,7 +183,7 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
             self._inputs.remove(tensor)
 
     def get_layer(self, index: int) -> ILayer | None:
-        return self._layers[index] if 0 <= index < len(self._layers) else None
+        return self._view(self._layers[index]) if 0 <= index < len(self._layers) else None
 
     def get_input(self, index: int) -> ITensor | None:
         return self._inputs[index] if 0 <= index < len(self._inputs) else None
@@ -202,7 +222,7 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
     def __getitem__(self, index: int) -> ILayer:
         if not -len(self._layers) <= index < len(self._layers):
             raise IndexError(index)
-        return self._layers[index]
+        return self._view(self._layers[index])
 
     def __enter__(self) -> INetworkDefinition:
         return self

@@ -122,26 +122,47 @@ def encode_value(v: Any, blobs: _Blobs) -> Any:
 def decode_value(v: Any, blob: torch.Tensor) -> Any:
     if isinstance(v, dict):
         if "__e__" in v:
-            enum_name, _, member = v["__e__"].rpartition(".")
-            return ENUMS[enum_name][member]
+            ref = v["__e__"]
+            enum_name, _, member = ref.rpartition(".") if isinstance(ref, str) else ("", "", "")
+            members = ENUMS.get(enum_name)
+            if members is None or member not in members.__members__:
+                raise EngineFileError(f"plan is corrupt: unknown enum value {str(ref)[:80]!r}")
+            return members[member]
         if "__w__" in v or "__t__" in v:
-            off, n = v.get("__w__") or v["__t__"]
+            pos = v.get("__w__") or v.get("__t__")
+            shape: Any = v.get("shape")
+            if not (isinstance(pos, list) and len(pos) == 2 and all(_int(x) for x in pos)
+                    and _dtype_name(v.get("dtype")) and _shape_ok(shape, 0)):
+                raise EngineFileError("plan is corrupt: a weight record is malformed")
+            off, n = pos
             dt = DataType.__members__[v["dtype"]]
             tdt = _dtypes.torch_dtype(dt)
             if off < 0 or n < 0 or off + n > len(blob) or (n and off % _ALIGN):
                 raise EngineFileError("plan is corrupt: a weight blob lies outside the file")
+            itemsize = torch.empty(0, dtype=tdt).element_size()
+            numel = 1
+            for d in shape:
+                numel *= d
+            if n % itemsize or n // itemsize != numel:
+                raise EngineFileError(
+                    f"plan is corrupt: a weight of shape {shape} and type {dt.name} cannot be {n} bytes"
+                )
             t = blob[off : off + n].view(tdt) if n else torch.empty(0, dtype=tdt)
-            t = t.reshape(v["shape"])
+            t = t.reshape(shape)
             if "__t__" in v:
                 return t
             w = Weights.__new__(Weights)  # NOTE: t is already a contiguous CPU tensor of the right type
             w._t, w._dtype = t, dt
             return w
         if "__d__" in v:
+            if not isinstance(v["__d__"], list):
+                raise EngineFileError("plan is corrupt: a tuple value is not a list")
             return tuple(decode_value(x, blob) for x in v["__d__"])
         if "__m__" in v:
+            if not isinstance(v["__m__"], dict):
+                raise EngineFileError("plan is corrupt: a mapping value is not an object")
             return {k: decode_value(x, blob) for k, x in v["__m__"].items()}
-        raise EngineFileError(f"plan is corrupt: unknown value encoding {sorted(v)}")
+        raise EngineFileError(f"plan is corrupt: unknown value encoding {sorted(v)[:5]}")
     if isinstance(v, list):
         return [decode_value(x, blob) for x in v]
     return v
@@ -290,9 +311,11 @@ def _new_buffer(alloc: Any, n: int) -> Any:
 
 
 def _address(view: memoryview) -> int:
-    """Address of the first byte of a writable buffer."""
+    """Address of the first byte of a buffer (writable or read-only)."""
     if not len(view):
         return 0
+    if view.readonly:
+        return int(np.frombuffer(view, dtype=np.uint8).ctypes.data)
     return ctypes.addressof(ctypes.c_char.from_buffer(view))
 
 
@@ -342,9 +365,114 @@ def parse(data: bytes | bytearray | memoryview) -> tuple[dict[str, Any], memoryv
         raise EngineFileError("plan is corrupt: header length exceeds the file")
     try:
         header = json.loads(bytes(buf[start : start + n]))
+    except RecursionError:
+        raise EngineFileError("plan is corrupt: header is nested too deeply") from None
     except ValueError as e:
         raise EngineFileError(f"plan is corrupt: header is not valid JSON ({e})") from None
+    validate_header(header)
     return header, buf[start + n : len(buf) - tail]
+
+
+# Bounds of a plan's header (far above anything a network builds to)
+MAX_TENSORS = 1 << 22
+MAX_RANK = 32
+MAX_DIM = 1 << 40
+
+
+def _corrupt(where: str, what: str, got: Any) -> EngineFileError:
+    shown = repr(got)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return EngineFileError(f"plan is corrupt: {where} must be {what}, got {shown}")
+
+
+def _dtype_name(v: Any) -> bool:
+    return isinstance(v, str) and v in DataType.__members__
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _shape_ok(v: Any, lo: int = -1) -> bool:
+    return isinstance(v, list) and len(v) <= MAX_RANK and all(_int(d) and lo <= d <= MAX_DIM for d in v)
+
+
+def validate_header(h: Any) -> None:
+    """The structure of a plan header: every field the runtime reads, with its type and range.
+
+    Layer attributes are checked when they are decoded (``decode_value``) and by running shape
+    inference once at deserialization (``ICudaEngine._validate``).
+    """
+    if not isinstance(h, dict):
+        raise _corrupt("the header", "a JSON object", type(h).__name__)
+    for key, typ in (("api_version", str), ("name", str)):
+        if key in h and not isinstance(h[key], typ):
+            raise _corrupt(key, typ.__name__, h[key])
+    if "strongly_typed" in h and not isinstance(h["strongly_typed"], bool):
+        raise _corrupt("strongly_typed", "a bool", h["strongly_typed"])
+    tensors = h.get("tensors")
+    if not isinstance(tensors, list) or len(tensors) > MAX_TENSORS:
+        raise _corrupt("tensors", f"a list of at most {MAX_TENSORS}", type(tensors).__name__)
+    for k, t in enumerate(tensors):
+        if not (isinstance(t, dict) and isinstance(t.get("name"), str) and _dtype_name(t.get("dtype"))
+                and _shape_ok(t.get("shape"))):
+            raise _corrupt(f"tensors[{k}]", "{name: str, dtype: a DataType name, shape: ints >= -1}", t)
+    nt = len(tensors)
+
+    def tensor_id(v: Any, where: str) -> int:
+        if not (_int(v) and 0 <= v < nt):
+            raise _corrupt(where, f"a tensor index in [0, {nt})", v)
+        return int(v)
+
+    inputs, outputs = h.get("inputs"), h.get("outputs")
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or not outputs:
+        raise _corrupt("inputs/outputs", "lists (at least one output)", [type(inputs).__name__, type(outputs).__name__])
+    io = []
+    for k, i in enumerate(inputs):
+        if not (isinstance(i, dict) and isinstance(i.get("is_shape"), bool)):
+            raise _corrupt(f"inputs[{k}]", "{tensor: int, is_shape: bool}", i)
+        io.append(tensor_id(i.get("tensor"), f"inputs[{k}].tensor"))
+    io.extend(tensor_id(o, f"outputs[{k}]") for k, o in enumerate(outputs))
+    names = [tensors[i]["name"] for i in io]
+    if len(set(io)) != len(io) or len(set(names)) != len(names):
+        raise _corrupt("inputs/outputs", "distinct tensors with unique names", names[:20])
+    profiles = h.get("profiles")
+    if not isinstance(profiles, list) or len(profiles) > 1024:
+        raise _corrupt("profiles", "a list", type(profiles).__name__)
+    in_names = {tensors[i]["name"]: tensors[i] for i in io[: len(inputs)]}
+    for k, p in enumerate(profiles):
+        if not (isinstance(p, dict) and isinstance(p.get("shapes"), dict) and isinstance(p.get("values"), dict)):
+            raise _corrupt(f"profiles[{k}]", "{shapes: {...}, values: {...}}", p)
+        for name, dims in p["shapes"].items():
+            t = in_names.get(name)
+            ok = t is not None and isinstance(dims, list) and len(dims) == 3 and all(
+                _shape_ok(d, 0) and len(d) == len(t["shape"]) for d in dims
+            )
+            if not ok or not all(a <= b <= c for a, b, c in zip(*dims, strict=True)):
+                raise _corrupt(f"profiles[{k}].shapes[{name!r}]", "[min, opt, max] shapes of an input, min <= opt <= max", dims)
+        for name, vals in p["values"].items():
+            if name not in in_names or not (isinstance(vals, list) and len(vals) == 3 and all(
+                isinstance(v, list) and len(v) <= 1 << 16 and all(_int(x) for x in v) for v in vals
+            )):
+                raise _corrupt(f"profiles[{k}].values[{name!r}]", "[min, opt, max] lists of ints", vals)
+    layers = h.get("layers")
+    if not isinstance(layers, list) or len(layers) > MAX_TENSORS:
+        raise _corrupt("layers", "a list", type(layers).__name__)
+    for k, rec in enumerate(layers):
+        where = f"layers[{k}]"
+        if not (isinstance(rec, dict) and isinstance(rec.get("cls"), str) and isinstance(rec.get("name"), str)
+                and isinstance(rec.get("attrs"), dict) and isinstance(rec.get("inputs"), list)
+                and isinstance(rec.get("outputs"), list) and isinstance(rec.get("output_types"), dict)):
+            raise _corrupt(where, "{cls, name, attrs, inputs, outputs, output_types, extra}", sorted(rec)[:8] if isinstance(rec, dict) else rec)
+        for j, i in enumerate(rec["inputs"]):
+            if i is not None:
+                tensor_id(i, f"{where}.inputs[{j}]")
+        for j, o in enumerate(rec["outputs"]):
+            tensor_id(o, f"{where}.outputs[{j}]")
+        for j, dt in rec["output_types"].items():
+            if not (j.isdigit() and len(j) < 6 and _dtype_name(dt)):
+                raise _corrupt(f"{where}.output_types", "{output index: DataType name}", {j: dt})
 
 
 def _weight_buffer(raw: memoryview, zero_copy: bool) -> torch.Tensor:
@@ -363,6 +491,26 @@ def _weight_buffer(raw: memoryview, zero_copy: bool) -> torch.Tensor:
     return blob
 
 
+def _check_attr(rec: dict[str, Any], key: str, default: Any, v: Any) -> None:
+    """A decoded attribute must have the kind of its declared default: a number where a number is
+    declared, a member of the same enum, a sequence where a sequence is."""
+    if default is None or v is None:
+        return
+    if isinstance(default, _TrtEnum):
+        ok = isinstance(v, _TrtEnum) and type(v).__qualname__ == type(default).__qualname__
+    elif isinstance(default, (bool, int, float)):
+        ok = isinstance(v, (bool, int, float)) and not (_int(v) and abs(v) > 1 << 62)
+    elif isinstance(default, (tuple, list)):
+        ok = isinstance(v, (tuple, list))
+    else:
+        return
+    if not ok:
+        raise EngineFileError(
+            f"plan is corrupt: layer '{rec['name'][:80]}' attribute {key} is a {type(v).__name__}, "
+            f"expected like {default!r}"
+        )
+
+
 def restore_layers(header: dict[str, Any], raw: memoryview, ns: Any, zero_copy: bool = False) -> list[ILayer]:
     """The layers of a parsed plan; ``zero_copy``: weights may be views of ``raw`` (a trusted plan)."""
     blob = _weight_buffer(raw, zero_copy)
@@ -374,7 +522,10 @@ def restore_layers(header: dict[str, Any], raw: memoryview, ns: Any, zero_copy: 
             raise EngineFileError(f"plan uses layer class {rec['cls']!r}, which this sim does not know")
         vcls = ns._class(rec["cls"]) if ns is not None else cls
         layer = vcls.__new__(vcls)
+        declared = cls._all_attrs()
         layer._a = {k: decode_value(v, blob) for k, v in rec["attrs"].items()}
+        for k, v in layer._a.items():
+            _check_attr(rec, k, declared.get(k), v)
         layer._name = rec["name"]
         layer._inputs = []
         layer._outputs = []

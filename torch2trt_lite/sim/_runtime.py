@@ -8,10 +8,25 @@ from typing import Any
 
 import torch
 
-from ..errors import EngineFileError, NetworkDefinitionError, RuntimeExecutionError
+from ..errors import EngineFileError, NetworkDefinitionError, RuntimeExecutionError, Torch2TRTError
 from . import _dtypes, _plan
 from ._core import PROBE_SIZES, Dims, ILayer, RunContext, _log, as_dims, field_property
 from ._enums import ENUMS, DataType, Severity, TensorIOMode, TensorLocation
+
+# The largest tensor an engine may compute (bytes). Shape inference checks every tensor against it
+# before anything is allocated, so a crafted plan cannot make an execution allocate terabytes.
+MAX_TENSOR_BYTES = 1 << 34
+
+# What a malformed plan or a layer given impossible attributes may raise inside the sim; the API
+# turns them into TensorRT's contract (None / False, with the reason logged).
+FOREIGN_ERRORS = (
+    KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError, ZeroDivisionError,
+    OverflowError, RuntimeError, MemoryError, NotImplementedError, AssertionError,
+)
+
+
+def _reason(e: BaseException) -> str:
+    return str(e) if isinstance(e, Torch2TRTError) else f"{type(e).__name__}: {e}"
 
 
 class LayerStep:
@@ -84,15 +99,21 @@ class Runtime:
     error_recorder = field_property("_error_recorder")
 
     def deserialize_cuda_engine(self, serialized_engine: Any) -> Any:
+        """The engine of a plan; None, with the reason logged, for anything that is not a valid plan."""
         try:
             header, blob = _plan.parse(serialized_engine)
             # NOTE: the plan this process just built is used in place (its weights are not copied).
             layers = _plan.restore_layers(header, blob, self._ns, zero_copy=_plan.is_trusted(serialized_engine))
-        except EngineFileError as e:
-            _log(self._logger, Severity.ERROR, str(e))
+            data = serialized_engine if isinstance(serialized_engine, (bytes, bytearray)) else bytes(serialized_engine)
+            engine = self._ns._class("ICudaEngine")(header, layers, data, self._logger)
+            engine._validate()
+        except (Torch2TRTError, *FOREIGN_ERRORS) as e:
+            msg = _reason(e)
+            if not isinstance(e, EngineFileError):
+                msg = f"plan is corrupt or inconsistent: {msg}"
+            _log(self._logger, Severity.ERROR, msg[:2000])
             return None
-        data = serialized_engine if isinstance(serialized_engine, (bytes, bytearray)) else bytes(serialized_engine)
-        return self._ns._class("ICudaEngine")(header, layers, data, self._logger)
+        return engine
 
     def get_plugin_registry(self) -> Any:
         return self._ns.get_plugin_registry()
@@ -137,8 +158,54 @@ class ICudaEngine:
             if i not in keep:
                 self._free_after[k].append(i)
         self.name = header.get("name", "")
+        self._shape_cache: dict[Any, dict[str, tuple[int, ...]]] = {}  # shared by its contexts
 
     # -- internal
+    def _validate(self) -> None:
+        """Run shape inference once (static shapes, else profile 0's opt shapes): every tensor must
+        be within ``MAX_TENSOR_BYTES`` and the outputs must have their declared types and shapes."""
+        if self._shape_inputs:
+            return  # NOTE: needs input values; checked at each execution instead
+        profiles = self._header["profiles"]
+        feeds: dict[int, Any] = {}
+        shapes: dict[str, tuple[int, ...]] = {}
+        for i in self._in_ids:
+            t = self._tensors[i]
+            shape = tuple(t["shape"])
+            if any(d < 0 for d in shape):
+                dims = profiles[0]["shapes"].get(t["name"]) if profiles else None
+                if dims is None:
+                    raise EngineFileError(f"plan is corrupt: input '{t['name']}' is dynamic but has no profile shapes")
+                shape = tuple(dims[1])
+            shapes[t["name"]] = shape
+            feeds[i] = torch.empty(shape, dtype=_dtypes.torch_dtype(DataType.__members__[t["dtype"]]), device="meta")
+            _check_size(feeds[i], i, None)
+        rt = RunContext("meta", probe=True)
+        env = self._run(feeds, rt)
+        out = {}
+        for i in self._out_ids:
+            t = self._tensors[i]
+            y = env.get(i)
+            if not isinstance(y, torch.Tensor):
+                raise EngineFileError(f"plan is corrupt: output '{t['name']}' is not computed by any layer")
+            self._check_output(t, y)
+            out[t["name"]] = tuple(y.shape)
+        if not self._has_dds:
+            self._shape_cache[tuple(sorted(shapes.items()))] = out
+
+    def _check_output(self, t: dict[str, Any], y: torch.Tensor) -> None:
+        declared = t["shape"]
+        if y.dim() != len(declared) or any(d >= 0 and d != s for d, s in zip(declared, y.shape, strict=True)):
+            raise RuntimeExecutionError(
+                f"output '{t['name']}' computes shape {tuple(y.shape)}, the engine declares {tuple(declared)}: "
+                "the plan is corrupt or inconsistent"
+            )
+        want = _dtypes.torch_dtype(DataType.__members__[t["dtype"]])
+        if y.dtype != want:
+            raise RuntimeExecutionError(
+                f"output '{t['name']}' computes {y.dtype}, the engine declares {want}: the plan is corrupt or inconsistent"
+            )
+
     def _io_id(self, name: str) -> int:
         if name not in self._by_name:
             raise RuntimeExecutionError(f"engine has no I/O tensor named '{name}'; it has {self._io}")
@@ -148,6 +215,9 @@ class ICudaEngine:
         env: dict[int, Any] = dict(feeds)
         for step, free in zip(self._schedule, self._free_after, strict=True):
             step.run(env, rt)
+            if rt.probe:
+                for o in getattr(step, "outs", ()):
+                    _check_size(env.get(o), o, step)
             for i in free:
                 env.pop(i, None)
         return env
@@ -268,6 +338,16 @@ class ICudaEngine:
         return None
 
 
+def _check_size(t: Any, tid: int, step: Any) -> None:
+    if isinstance(t, torch.Tensor) and t.numel() * t.element_size() > MAX_TENSOR_BYTES:
+        layer = getattr(step, "layer", None)
+        where = f"layer '{layer.name}'" if layer is not None else ("an input" if step is None else "a layer")
+        raise RuntimeExecutionError(
+            f"{where} would make a tensor of shape {tuple(t.shape)} ({t.numel() * t.element_size()} bytes), over the "
+            f"sim's limit of {MAX_TENSOR_BYTES} bytes per tensor; the plan is corrupt or the input too large"
+        )
+
+
 def _is_device_pointer(ptr: int) -> bool:
     """Whether ``ptr`` is CUDA device memory (cuda-python when installed, else torch's segments)."""
     if not torch.cuda.is_available() or not torch.cuda.is_initialized():
@@ -313,7 +393,7 @@ class IExecutionContext:
         self._profile = 0
         self._rts: dict[torch.device, RunContext] = {}
         self._last_out_shapes: dict[str, tuple[int, ...]] = {}
-        self._shape_cache: dict[Any, dict[str, tuple[int, ...]]] = {}
+        self._shape_cache = engine._shape_cache
         self.name = ""
         self.debug_sync = False
         self.profiler: Any = None
@@ -433,6 +513,8 @@ class IExecutionContext:
         hit = self._shape_cache.get(key)
         if hit is not None:
             return hit
+        if len(self._shape_cache) >= 256:  # NOTE: bounded (dynamic shapes, shape-input values)
+            self._shape_cache.clear()
         results = []
         for k in range(2 if eng._has_dds else 1):
             rt = RunContext("meta", probe=True)
@@ -449,6 +531,12 @@ class IExecutionContext:
                         raise RuntimeExecutionError(f"input '{name}': call set_input_shape first")
                     feeds[i] = torch.empty(self._shapes[name], dtype=dt, device="meta")
             env = eng._run(feeds, rt)
+            for i in eng._out_ids:
+                y = env.get(i)
+                if not isinstance(y, torch.Tensor):
+                    raise RuntimeExecutionError(f"output '{eng._tensors[i]['name']}' is not computed by any layer")
+                if not eng._has_dds:
+                    eng._check_output(eng._tensors[i], y)
             results.append({eng._tensors[i]["name"]: tuple(env[i].shape) for i in eng._out_ids})
         out = results[0]
         if len(results) > 1:
@@ -487,6 +575,7 @@ class IExecutionContext:
 
     def _execute(self) -> None:
         eng = self._engine
+        expected = self._probe_shapes()  # NOTE: sizes are checked before anything is allocated
         feeds: dict[int, Any] = {}
         device: torch.device | None = None
         for i in eng._in_ids:
@@ -506,10 +595,11 @@ class IExecutionContext:
         for i in eng._out_ids:
             name = eng._tensors[i]["name"]
             out = env[i]
+            eng._check_output(eng._tensors[i], out)
             self._last_out_shapes[name] = tuple(out.shape)
-            self._write_output(name, out)
+            self._write_output(name, out, expected.get(name))
 
-    def _write_output(self, name: str, out: torch.Tensor) -> None:
+    def _write_output(self, name: str, out: torch.Tensor, expected: tuple[int, ...] | None = None) -> None:
         alloc = self._allocators.get(name)
         nbytes = out.numel() * out.element_size()
         if alloc is not None:
@@ -519,6 +609,7 @@ class IExecutionContext:
             if mem is None or (isinstance(mem, int) and mem == 0 and nbytes > 0):
                 raise RuntimeExecutionError(f"output allocator for '{name}' returned no memory")
             self._addresses[name] = mem
+            expected = tuple(out.shape)  # the allocator was asked for exactly these bytes
         mem = self._addresses.get(name)
         if mem is None:
             raise RuntimeExecutionError(f"no address set for output '{name}': call set_tensor_address")
@@ -537,14 +628,22 @@ class IExecutionContext:
                 flat = flat.view(torch.uint8)[:nbytes].view(out.dtype)
             flat[: out.numel()].copy_(out.reshape(-1))
             return
+        if isinstance(mem, (bytes, bytearray, memoryview)):
+            raise RuntimeExecutionError(f"output '{name}': the destination must be a tensor or an address, not {type(mem).__name__}")
+        # NOTE: a raw address holds what get_tensor_shape() said: never write more than that.
+        if expected is None or -1 in expected or tuple(out.shape) != tuple(expected):
+            raise RuntimeExecutionError(
+                f"output '{name}' has shape {tuple(out.shape)}, but its buffer (a raw address) was sized for "
+                f"{expected}: refusing to write past it; use an output allocator for data-dependent shapes"
+            )
         dst = _tensor_from_address(mem, out.dtype, out.numel())
         dst.copy_(out.reshape(-1).to(dst.device))
 
     def execute_async_v3(self, stream_handle: int) -> bool:
         try:
             self._execute()
-        except (RuntimeExecutionError, NetworkDefinitionError) as e:
-            _log(self._engine._logger, Severity.ERROR, str(e))
+        except (Torch2TRTError, *FOREIGN_ERRORS) as e:
+            _log(self._engine._logger, Severity.ERROR, _reason(e)[:2000])
             return False
         return True
 

@@ -63,6 +63,7 @@ def _wants_fp32(x: torch.Tensor) -> bool:
 
 def _clear_input(layer: ILayer, index: int) -> None:
     """Reset an optional input to null (TensorRT: ``setX(nullptr)`` / a setter that drops input i)."""
+    layer = layer._canon  # the layer itself, also when reached through a get_layer view
     if index < len(layer._inputs):
         old = layer._inputs[index]
         if old is not None and layer in old._consumers:
@@ -446,6 +447,8 @@ class ITopKLayer(ILayer):
         assert x is not None
         if x.dtype not in _FLOATS | _INDEX_TYPES:
             raise self._fail(f"top-k input must be a float, INT32 or INT64 tensor, got {x.dtype.name}")
+        if x.rank < 2:
+            raise self._fail(f"at least 2 dimensions are required for input, got shape {x.shape}")
         if self._a["indices_type"] not in _INDEX_TYPES:
             raise self._fail(f"indices_type must be INT32 or INT64, got {self._a['indices_type'].name}")
         bits = _bits(self._a["axes"])

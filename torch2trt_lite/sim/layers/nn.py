@@ -582,8 +582,8 @@ class ILRNLayer(ILayer):
         x = infos[0]
         assert x is not None
         a = self._a
-        if x.rank < 3:
-            raise self._fail(f"input must have at least 3 dimensions ([N, C, ...]), got shape {x.shape}")
+        if x.rank < 4:
+            raise self._fail(f"at least 4 dimensions are required for input ([N, C, H, W]), got shape {x.shape}")
         if x.dtype not in _FLOATS:
             raise self._fail(f"input must be FLOAT, HALF or BF16, got {x.dtype.name}")
         w = a["window_size"]
@@ -1148,8 +1148,11 @@ class NNMixin:
 
     def add_scale(self, input: Any, mode: Any, shift: Any = None, scale: Any = None,
                   power: Any = None) -> IScaleLayer:
+        # NOTE: TensorRT's addScale takes the third to last dimension as the channel axis (nbDims - 3:
+        # C of [N, C, H, W], D of [N, C, D, H, W]); addScaleNd names it
+        rank = len(tuple(input.shape)) if hasattr(input, "shape") else 4
         return self._add_deferred(  # type: ignore[no-any-return]
-            "IScaleLayer", [input], mode=mode, shift=shift, scale=scale, power=power, channel_axis=1
+            "IScaleLayer", [input], mode=mode, shift=shift, scale=scale, power=power, channel_axis=rank - 3
         )
 
     def add_scale_nd(self, input: Any, mode: Any, shift: Any = None, scale: Any = None, power: Any = None,

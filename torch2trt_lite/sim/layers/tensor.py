@@ -229,9 +229,9 @@ class IShuffleLayer(_ShapeReader):
     def reshape_dims(self, value: Any) -> None:
         self._a["reshape_dims"] = Dims(as_dims(value, "reshape_dims"))
         if len(self._inputs) > 1:  # setting static dims drops a dynamic reshape input, like TensorRT
-            old = self._inputs[1]
-            if old is not None and self in old._consumers:
-                old._consumers.remove(self)
+            old, me = self._inputs[1], self._canon
+            if old is not None and me in old._consumers:
+                old._consumers.remove(me)
             del self._inputs[1:]
         self._touch()
 
