@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from typing import Any
@@ -55,10 +56,29 @@ def timed(fn: Any, repeat: int) -> list[float]:
     return times
 
 
-def onnx_export_time(model: torch.nn.Module, x: torch.Tensor) -> float | None:
+ONNX_EXTRA = "pip install 'torch2trt-lite[bench]'"
+
+
+def onnx_skip_reason() -> str | None:
+    """Why the ONNX comparison cannot run here (torch.onnx.export(dynamo=True) needs onnxscript), or None."""
     try:
         import onnxscript  # noqa: F401
     except ImportError:
+        return f"onnxscript is not installed, so the torch.onnx.export comparison is skipped; {ONNX_EXTRA} installs it"
+    return None
+
+
+def onnx_result(model: torch.nn.Module, x: torch.Tensor, onnx: bool) -> dict[str, Any]:
+    """The ``"onnx"`` entry of a result: ``{"export_s": ...}`` or ``{"skipped": reason}`` (said on stderr)."""
+    reason = onnx_skip_reason() if onnx else "--no-onnx was given"
+    if reason is not None:
+        print(f"bench_convert: ONNX comparison skipped: {reason}", file=sys.stderr)
+        return {"skipped": reason}
+    return {"export_s": onnx_export_time(model, x)}
+
+
+def onnx_export_time(model: torch.nn.Module, x: torch.Tensor) -> float | None:
+    if onnx_skip_reason() is not None:
         return None
     buf = io.BytesIO()
     t0 = time.perf_counter()
@@ -101,7 +121,8 @@ def bench(name: str, shape: tuple[int, ...], repeat: int, onnx: bool) -> dict[st
         save_runs = timed(lambda: trt_model.save(path), repeat)
         load_runs = timed(lambda: torch2trt_lite.load(path), repeat)
         engine_bytes = os.path.getsize(path)
-    onnx_s = onnx_export_time(model, x) if onnx else None
+    onnx_entry = onnx_result(model, x, onnx)
+    onnx_s = onnx_entry.get("export_s")
     return {
         "model": name,
         "input_shape": list(shape),
@@ -118,6 +139,7 @@ def bench(name: str, shape: tuple[int, ...], repeat: int, onnx: bool) -> dict[st
         "engine_save_s": statistics.median(save_runs),
         "engine_load_s": statistics.median(load_runs),
         "onnx_dynamo_export_s": onnx_s,
+        "onnx": onnx_entry,
         "conversion_over_eager": conversion / eager,
         "conversion_over_eager_min": min(conv_runs) / min(eager_runs),
         "conversion_over_onnx_export": (conversion / onnx_s) if onnx_s else None,

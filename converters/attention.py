@@ -44,8 +44,11 @@ def convert_sdpa(ctx: ConversionContext, call: Call) -> Any:
     # NOTE: fp16/bf16 attention runs in fp32 like torch's math path: q @ k^T overflows half from |q.k| ~ 65504
     dt = torch.float32 if call.output.dtype in (torch.float16, torch.bfloat16) else call.output.dtype
     q, k, v = (ctx.itensor(call.arg(i, n), dt) for i, n in ((0, "query"), (1, "key"), (2, "value")))
-    out, _ = att.sdpa(ctx, q, k, v, _mask(ctx, call.arg(3, "attn_mask", None), dt), bool(call.arg(5, "is_causal", False)),
-                      call.arg(6, "scale", None), dt, bool(call.kwargs.get("enable_gqa", False)))
+    # NOTE: one IAttention layer where the backend has it (TensorRT 10.16+, TensorRT-RTX) and it can
+    # express the call, else matrix multiplies and a softmax (impl.attention.scaled_dot_product_attention)
+    out = att.scaled_dot_product_attention(ctx, q, k, v, _mask(ctx, call.arg(3, "attn_mask", None), dt),
+                                           bool(call.arg(5, "is_causal", False)), call.arg(6, "scale", None), dt,
+                                           bool(call.kwargs.get("enable_gqa", False)))
     return ctx.cast(out, call.output.dtype)
 
 

@@ -79,7 +79,8 @@ def verdict(model: Any, xs: list[Any], backend: str) -> Verdict:
 
 
 # Totals of one run, written as JSON to $T2TL_TIER_SUMMARY when that is set (for the notes).
-TOTALS = {"networks": 0, "layers": 0, "layer_outputs": 0, "built_by_both": 0, "refused_by_both": 0}
+TOTALS = {"networks": 0, "layers": 0, "layer_outputs": 0, "built_by_both": 0, "refused_by_both": 0,
+          "plugin_refused_on_rtx": 0}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -113,6 +114,7 @@ def check_both(name: str, model: Any, xs: list[Any]) -> tuple[Verdict, Verdict]:
     if sim.plugins:
         assert not real.built and PLUGIN_REFUSAL in real.error, (
             f"a plugin model must be refused on TensorRT-RTX naming the op, got: {real.error or 'built'}")
+        TOTALS["plugin_refused_on_rtx"] += 1
         return sim, real
     if sim.layers is not None and real.layers is not None:
         bad = layer_mismatches(sim, real)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from .bench import BenchResult, bench  # noqa: E402
 from .convert import CheckReport, NetworkDefinition, check, convert, define_network, load  # noqa: E402
 from .errors import (  # noqa: E402
     BackendUnavailableError,
@@ -28,6 +29,7 @@ from .registry import Call, converter, register_table, supported_ops  # noqa: E4
 
 __all__ = [
     "BackendUnavailableError",
+    "BenchResult",
     "BuildError",
     "Call",
     "CheckReport",
@@ -42,6 +44,7 @@ __all__ = [
     "Torch2TRTError",
     "UnsupportedOperatorError",
     "__version__",
+    "bench",
     "check",
     "convert",
     "converter",

@@ -3,6 +3,8 @@
     torch2trt-lite convert torchvision:resnet18 --shape 1x3x224x224 [--backend sim|tensorrt|tensorrt-rtx] -o model.engine
     torch2trt-lite check torchvision:resnet18 --shape 1x3x224x224
     torch2trt-lite info model.engine
+    torch2trt-lite bench torchvision:resnet18 --shape 1x3x224x224 --batch 1,8 -o bench_out
+    torch2trt-lite export-triton model.engine model_repository --name resnet18
 """
 
 from __future__ import annotations
@@ -186,7 +188,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
         ref = model(*xs)
     eager_s = time.perf_counter() - t0
     caps = [c for arg in args.compute_capability or [] for c in arg.split(",") if c]
-    trt_model = torch2trt_lite.convert(model, xs, backend=args.backend, compute_capabilities=caps or None)
+    trt_model = torch2trt_lite.convert(
+        model, xs, backend=args.backend, compute_capabilities=caps or None,
+        progress=args.progress, cache_dir=args.cache_dir, timing_cache=args.timing_cache,
+    )
     report: dict[str, Any] = {
         "model": args.model,
         "backend": trt_model.backend,
@@ -255,10 +260,20 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("-o", "--output", help="write the engine file (header + plan) here")
             s.add_argument("--plan", help="also write the bare TensorRT plan here (for trtexec, Triton, C++)")
             s.add_argument("--json", action="store_true", help="print the report as JSON (and nothing else)")
+            s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                           help="show the build's progress (default: when stderr is a terminal)")
+            s.add_argument("--cache-dir", help="reuse engines built before from this folder (keyed by model, "
+                           "inputs, options and backend)")
+            s.add_argument("--timing-cache", help="TensorRT's kernel timing cache file, read and written")
         s.set_defaults(fn=fn)
     s = sub.add_parser("info", help="print an engine file's header", description="print an engine file's header")
     s.add_argument("engine", help="an engine file written by convert -o or TRTModule.save")
     s.set_defaults(fn=cmd_info)
+    from .bench import add_parser as add_bench
+    from .export.triton import add_parser as add_export_triton
+
+    add_bench(sub)
+    add_export_triton(sub)
     return p
 
 

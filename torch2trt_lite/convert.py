@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 import types
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,11 +15,15 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from . import __version__
+from . import cache as _cache
+from . import progress as _progress
 from .backends import Backend, get_backend
 from .context import CheckContext, ConversionContext
 from .errors import BuildError, ConversionError, Torch2TRTError
 from .module import FORMAT, TRTModule, _CapturingLogger, dtype_name, encode_tree
 from .tracer import Tracer, Unsupported
+
+_log = logging.getLogger("torch2trt_lite")
 
 
 def _as_inputs(inputs: Any) -> list[torch.Tensor]:
@@ -196,6 +203,10 @@ def convert(
     output_names: Sequence[str] | None = None,
     max_workspace_size: int = 1 << 30,
     compute_capabilities: Sequence[str | tuple[int, int]] | str | None = None,
+    progress: Any = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    timing_cache: str | os.PathLike[str] | None = None,
+    cuda_graph: bool = False,
 ) -> TRTModule:
     """Convert ``model`` by running ``model(*inputs)`` once, and return a :class:`TRTModule`.
 
@@ -206,6 +217,31 @@ def convert(
     ``compute_capabilities`` (TensorRT-RTX only): the GPUs the engine is built for, e.g.
     ``["sm75", "sm86"]``, ``"8.9"`` or ``"current"``; default TensorRT-RTX's own (sm80, sm86, sm89,
     sm120 and later).
+
+    ``progress``: a display of the build's phases (``rich.progress``, on stderr): ``None`` (default)
+    shows it when stderr is a terminal, ``True`` always, ``False`` never (nothing is printed). It
+    also takes a :class:`torch2trt_lite.progress.RichProgress` (another console) or any object with
+    TensorRT's ``IProgressMonitor`` methods ``phase_start(phase_name, parent_phase, num_steps)``,
+    ``step_complete(phase_name, step) -> bool`` and ``phase_finish(phase_name)``, which sees every
+    phase the builder reports; ``step_complete`` returning False cancels the build (``BuildError``
+    saying so), and an exception it raises stops the build and is raised here.
+
+    ``cache_dir``: a folder of built engines. The engine is looked up by a SHA-256 of the model
+    (structure, forward code, parameters and buffers), the inputs' names, dtypes and shapes, the
+    options above, the backend and its version and torch2trt-lite's version: a hit loads the
+    engine file without tracing or building, a miss converts and saves it atomically as
+    ``cache_dir/<key>.engine``. ``conversion_stats["cache"]`` says ``"hit"`` or ``"miss"``;
+    see :mod:`torch2trt_lite.cache` for what the key covers, and ``torch2trt_lite.cache.stats()``.
+
+    ``timing_cache`` (TensorRT): a file of TensorRT's kernel timings, read before the build when it
+    exists (``ignore_mismatch=False``: a cache from another GPU or version is not used, with a
+    warning) and written after it (atomically), so later builds skip timing the kernels already
+    timed. The sim times nothing, so there it is accepted and does nothing. TensorRT-RTX 1.2+
+    treats timing caches as no-ops; the file is still written, and read only where a GPU is.
+
+    ``cuda_graph`` (real backends on a GPU): the engine's execution is captured in a CUDA graph and
+    replayed on torch's current stream (captured again when the input shapes change); the sim
+    refuses it.
     """
     t0 = time.perf_counter()
     _check_model(model)
@@ -213,6 +249,31 @@ def convert(
     workspace = _workspace(max_workspace_size)
     be = get_backend(backend)
     targets = _targets(be, compute_capabilities)
+    monitor = _progress.resolve(progress)
+    entry = None
+    if cache_dir is not None:
+        names0 = list(input_names) if input_names is not None else [f"input_{i}" for i in range(len(xs))]
+        options = {
+            "max_workspace_size": workspace,
+            "compute_capabilities": [str(c.name) for c in targets],
+            "input_names": names0,
+            "output_names": list(output_names) if output_names is not None else None,
+        }
+        t_key = time.perf_counter()
+        entry = _cache.entry_path(cache_dir, _cache.key(model, xs, names0, options, be))
+        t_key = time.perf_counter() - t_key
+        t_load = time.perf_counter()
+        found = _cache.lookup(entry, be.name, names0)
+        if found is not None:
+            t_load = time.perf_counter() - t_load
+            _cache._count("hits")
+            _log.info("torch2trt-lite: engine cache hit: %s", entry)
+            found.conversion_time_s = time.perf_counter() - t0
+            hit: dict[str, Any] = {"cache": "hit", "key_s": t_key, "load_s": t_load}
+            found.conversion_stats = hit
+            return found  # type: ignore[no-any-return]
+        _cache._count("misses")
+        _log.info("torch2trt-lite: engine cache miss: building %s", entry)
     d = _define(model, xs, be, input_names, output_names)
     trt, builder, network, logger = be.trt, d.builder, d.network, d.logger
     names, out_meta, out_tree, t_trace = d.input_names, d.out_meta, d.out_tree, d.trace_s
@@ -225,9 +286,18 @@ def convert(
         config.num_compute_capabilities = len(targets)
         for k, cc in enumerate(targets):
             config.set_compute_capability(cc, k)
+    timings = _timing_cache_load(be, config, timing_cache)
     t_build = time.perf_counter()
-    plan = builder.build_serialized_network(network, config)
+    with _progress.attached(trt, config, monitor) as watch:
+        plan = builder.build_serialized_network(network, config)
     t_build = time.perf_counter() - t_build
+    if watch.error is not None:
+        raise watch.error
+    if plan is None and watch.cancelled:
+        raise BuildError(
+            "building the engine was cancelled: the progress monitor's step_complete returned False "
+            "(return True from it to let the build go on)"
+        )
     if plan is None:
         raise BuildError("building the engine failed: " + ("; ".join(logger.errors) or (
             "TensorRT logged no error to torch2trt-lite (a TensorRT Builder or Runtime made earlier in this "
@@ -252,11 +322,62 @@ def convert(
         "plugins": uses_plugins,
     }
     t_load = time.perf_counter()
-    module = TRTModule(plan, meta)  # NOTE: TRTModule takes bytes-like plans as they are
+    module = TRTModule(plan, meta, cuda_graph=cuda_graph)  # NOTE: TRTModule takes bytes-like plans as they are
     t_load = time.perf_counter() - t_load
+    if timings is not None:
+        _timing_cache_save(config, timing_cache)
+    stats: dict[str, Any] = {"trace_s": t_trace, "build_s": t_build, "load_s": t_load}
+    if entry is not None:
+        _cache.store(module, entry)
+        stats["cache"] = "miss"
     module.conversion_time_s = time.perf_counter() - t0
-    module.conversion_stats = {"trace_s": t_trace, "build_s": t_build, "load_s": t_load}
+    module.conversion_stats = stats
     return module
+
+
+def _timing_cache_load(be: Backend, config: Any, path: Any) -> Any:
+    """Give ``config`` the timing cache in the file ``path`` (an empty one when there is none);
+    return it, or None where the backend has none (the sim) or ``path`` is None."""
+    if path is None or not be.is_real:
+        return None
+    data = b""
+    path = os.fspath(path)
+    if os.path.exists(path) and (be.name != "tensorrt-rtx" or torch.cuda.is_available()):
+        # NOTE: TensorRT-RTX reads a timing cache through CUDA; without a GPU it logs CUDA errors
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise Torch2TRTError(f"timing_cache={path!r} cannot be read ({e.strerror or e})") from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # TensorRT-RTX: "timing cache operations are no-ops"
+        cache = config.create_timing_cache(data)
+        if cache is None and data:
+            _log.warning("torch2trt-lite: timing cache %s does not load; building with an empty one", path)
+            cache = config.create_timing_cache(b"")
+        if cache is None:
+            return None
+        if not config.set_timing_cache(cache, ignore_mismatch=False):
+            _log.warning(
+                "torch2trt-lite: timing cache %s is from another GPU or TensorRT version and is not used; "
+                "it is replaced after this build", path,
+            )
+            cache = config.create_timing_cache(b"")
+            if cache is None or not config.set_timing_cache(cache, ignore_mismatch=False):
+                return None
+    return cache
+
+
+def _timing_cache_save(config: Any, path: Any) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        cache = config.get_timing_cache()
+        blob = cache.serialize() if cache is not None else None
+    if blob is None:
+        return
+    from .engine_file import atomic_write
+
+    atomic_write(os.fspath(path), memoryview(blob).cast("B"))
 
 
 def _workspace(value: Any) -> int:
@@ -278,9 +399,9 @@ def _targets(be: Backend, values: Any) -> list[Any]:
     return parse_compute_capabilities(be.trt, values)
 
 
-def load(path: str) -> TRTModule:
-    """Load an engine file written by ``TRTModule.save``."""
-    return TRTModule.load(path)
+def load(path: str | os.PathLike[str], *, cuda_graph: bool = False) -> TRTModule:
+    """Load an engine file written by ``TRTModule.save`` (``cuda_graph``: see :func:`convert`)."""
+    return TRTModule.load(path, cuda_graph=cuda_graph)
 
 
 @dataclass

@@ -43,6 +43,7 @@ from . import _buffers
 from .errors import EngineFileError
 
 MAGIC = b"T2TLENGN"
+SIM_PLAN_MAGIC = b"T2TLSIMP"  # the sim's bare plans (torch2trt_lite/sim/_plan.py MAGIC; a test keeps them equal)
 FORMAT_VERSION = 2
 _ID = struct.Struct("<8sI")  # magic, version: read first, so any version is recognised
 _HEAD = struct.Struct("<8sII32s")  # magic, version, header length, header SHA-256
@@ -213,6 +214,13 @@ def _unpack(f: Any, size: int, source: str, validate: Validator | None) -> tuple
         raise EngineFileError(f"{source}: file is truncated ({size} bytes); not a torch2trt-lite engine")
     magic, version = _ID.unpack(ident)
     if magic != MAGIC:
+        if magic == SIM_PLAN_MAGIC:
+            raise EngineFileError(
+                f"{source}: not a torch2trt-lite engine file: this is a bare plan of the sim (as save_plan "
+                "writes it, without the engine header torch2trt_lite.load needs); load it with "
+                "torch2trt_lite.sim.Runtime(logger).deserialize_cuda_engine(data), or write an engine file "
+                "with TRTModule.save(path)"
+            )
         raise EngineFileError(
             f"{source}: not a torch2trt-lite engine file (bad magic bytes {magic!r}); raw TensorRT plans "
             "are loaded with tensorrt.Runtime, not torch2trt_lite.load"
@@ -416,6 +424,8 @@ def _validate_tree(root: Any, nleaves: int, source: str) -> None:
         else:
             if not isinstance(v, list):
                 raise _bad(source, f"{where}.dict", "a list of [key, node] pairs", v)
+            if "model_output" in node:
+                _validate_model_output(node["model_output"], v, where, source)
             for i, pair in enumerate(v):
                 if not (isinstance(pair, list) and len(pair) == 2 and (isinstance(pair[0], str) or _is_int(pair[0]))):
                     raise _bad(source, f"{where}.dict[{i}]", "a [str or int key, node] pair", pair)
@@ -441,3 +451,20 @@ def _validate_tuple_type(node: dict[str, Any], n: int, where: str, source: str, 
         )
         if not ok or len(set(fields)) != len(fields):
             raise _bad(source, f"{where}.fields", "unique identifiers not starting with '_'", fields)
+
+
+def _dotted(v: Any) -> bool:
+    return _name(v) and all(p.isidentifier() and not keyword.iskeyword(p) for p in v.split("."))
+
+
+def _validate_model_output(mo: Any, pairs: list[Any], where: str, source: str) -> None:
+    """A transformers ModelOutput node: its class's module and qualname (dotted identifiers), str keys."""
+    if not (isinstance(mo, dict) and set(mo) == {"module", "qualname"}):
+        raise _bad(source, f"{where}.model_output", "an object with module and qualname", mo)
+    for key in ("module", "qualname"):
+        if not _dotted(mo[key]):
+            raise _bad(source, f"{where}.model_output.{key}", f"a dotted Python name of at most {MAX_NAME} characters", mo[key])
+    if len(pairs) > MAX_FIELDS:
+        raise _bad(source, f"{where}.dict", f"at most {MAX_FIELDS} fields of a ModelOutput", len(pairs))
+    if not all(isinstance(p, list) and p and isinstance(p[0], str) for p in pairs):
+        raise _bad(source, f"{where}.dict", "[str key, node] pairs (a ModelOutput has field names)", pairs)

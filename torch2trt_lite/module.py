@@ -6,8 +6,11 @@ import collections
 import functools
 import hashlib
 import json
+import logging
 import os
+import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -17,6 +20,8 @@ from .backends import REAL_BACKENDS, Backend, CapturingLogger, real_backend, sim
 from .errors import BackendUnavailableError, EngineFileError, RuntimeExecutionError, Torch2TRTError
 
 FORMAT = 1
+
+log = logging.getLogger("torch2trt_lite")
 
 _DTYPES = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int8": torch.int8,
@@ -51,11 +56,71 @@ def encode_tree(obj: Any, leaf_index: list[int]) -> Any:
         keys = list(obj)
         if not all(isinstance(k, (str, int)) for k in keys):
             raise Torch2TRTError("model outputs: dict keys must be str or int to be stored in an engine")
-        return {"dict": [[k, encode_tree(obj[k], leaf_index)] for k in keys]}
+        node: dict[str, Any] = {"dict": [[k, encode_tree(obj[k], leaf_index)] for k in keys]}
+        dcls = type(obj)
+        if _is_transformers_class(dcls, "ModelOutput"):
+            # NOTE: rebuilt on decode by module and qualname, only from modules already imported
+            node["model_output"] = {"module": dcls.__module__, "qualname": dcls.__qualname__}
+        return node
+    if _is_transformers_class(type(obj), "Cache"):
+        raise Torch2TRTError(
+            f"model outputs: a {type(obj).__name__} (a transformers key/value cache) cannot be returned by an "
+            "engine: caches are not supported yet. Convert with the cache off: set "
+            "model.config.use_cache = False before convert, or call model(..., use_cache=False) in the "
+            "forward that is converted"
+        )
     raise Torch2TRTError(
         f"model outputs: a {type(obj).__name__} cannot be returned by an engine; return tensors in "
         "tuples, lists or dicts"
     )
+
+
+def _is_transformers_class(cls: type, base: str) -> bool:
+    """Is ``cls`` a subclass of transformers' class named ``base`` (``ModelOutput``, ``Cache``)? Checked
+    by walking the MRO, so transformers is never imported for it."""
+    return any(
+        c.__name__ == base and str(getattr(c, "__module__", "")).startswith("transformers") for c in cls.__mro__
+    )
+
+
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _model_output_class(module: str, qualname: str) -> type | None:
+    """The ModelOutput subclass ``module.qualname`` if that module is imported already, else None.
+
+    Nothing is imported: a name read from an engine file only selects among loaded classes."""
+    obj: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        if obj is None or not part.isidentifier():
+            return None
+        obj = getattr(obj, part, None)
+    if isinstance(obj, type) and issubclass(obj, dict) and _is_transformers_class(obj, "ModelOutput"):
+        return obj
+    return None
+
+
+def _model_output(spec: dict[str, Any], items: dict[Any, Any]) -> Any:
+    """The model's ModelOutput rebuilt from its class name and ``items`` (in order), else ``items``."""
+    module, qualname = str(spec.get("module", "")), str(spec.get("qualname", ""))
+    cls = _model_output_class(module, qualname)
+    why = f"its module {module!r} is not imported" if module not in sys.modules else "it is not a ModelOutput class"
+    if cls is not None:
+        try:
+            out = cls(**items)
+        except (TypeError, ValueError) as e:
+            out, why = None, f"it refused the outputs ({type(e).__name__}: {e})"
+        if out is not None and list(out.keys()) == list(items):
+            return out
+        if out is not None:
+            why = "it would reorder or drop outputs"
+    if (module, qualname) not in _WARNED:
+        _WARNED.add((module, qualname))
+        log.warning(
+            "engine output %s.%s is returned as a plain dict (same keys, same order): %s; import it "
+            "(e.g. import transformers) before running the engine to get the class back", module, qualname, why,
+        )
+    return items
 
 
 @functools.lru_cache(maxsize=256)
@@ -85,7 +150,10 @@ def decode_tree(spec: Any, leaves: list[torch.Tensor]) -> Any:
     if "list" in spec:
         return [decode_tree(s, leaves) for s in spec["list"]]
     if "dict" in spec:
-        return {k: decode_tree(s, leaves) for k, s in spec["dict"]}
+        fields = {k: decode_tree(s, leaves) for k, s in spec["dict"]}
+        if "model_output" in spec:
+            return _model_output(spec["model_output"], fields)
+        return fields
     raise EngineFileError(f"engine metadata: unknown output structure node {spec!r}")
 
 
@@ -222,27 +290,65 @@ class TRTModule(torch.nn.Module):
     so concurrent calls never share shapes, addresses or output buffers; the engine and its weights
     are shared. ``load_state_dict`` swaps the engine atomically: a call already running finishes
     with the engine it started with.
+
+    Outputs are plain tensors: the engine runs under ``torch.no_grad()`` (no ``grad_fn``, even for
+    inputs that require grad).
+
+    ``cuda_graph=True`` (real TensorRT engines on a GPU): each thread captures its execution in a
+    ``torch.cuda.CUDAGraph`` on the first call with CUDA inputs of a given set of shapes and replays
+    it on later calls of the same shapes (a call with other shapes captures again). Inputs are copied
+    into the graph's static input buffers, the graph is replayed on torch's current stream, and the
+    outputs returned are clones of its static output buffers (so a result stays valid after the next
+    call). It is captured on a side stream (CUDA cannot capture the legacy default stream), after one
+    ordinary run at those shapes. Where a graph cannot be used (the context says the stream is not
+    capturable, or an output has a data-dependent shape) it logs a warning and runs without one.
+    The sim refuses ``cuda_graph=True`` at construction: it runs eagerly with torch, there is nothing
+    to capture.
+
+    Pickling (``torch.save(module)``, ``copy.deepcopy``) keeps only plain data: the plan bytes and
+    the metadata; unpickling checks the plan's SHA-256 and deserializes it again.
     """
 
-    def __init__(self, plan: bytes | bytearray | memoryview | None = None, meta: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, plan: bytes | bytearray | memoryview | None = None, meta: dict[str, Any] | None = None, *,
+        cuda_graph: bool = False,
+    ) -> None:
         super().__init__()
         self._st: _Loaded | None = None
         self._tls = threading.local()
         self._ctx_lock = threading.Lock()
+        self._cuda_graph = bool(cuda_graph)
         self.conversion_time_s: float | None = None
-        self.conversion_stats: dict[str, float] = {}  # trace_s / build_s / load_s of convert()
+        self.conversion_stats: dict[str, Any] = {}  # trace_s / build_s / load_s (and cache) of convert()
         if plan is not None:
             if meta is None:
                 raise Torch2TRTError("TRTModule(plan, meta): the engine metadata is required")
+            self._check_graph_backend(meta)
             self._install(_prepare(plan, meta))
+
+    @property
+    def cuda_graph(self) -> bool:
+        """Does ``forward`` capture and replay CUDA graphs? (See the class docstring.)"""
+        return self._cuda_graph
+
+    def _check_graph_backend(self, meta: Any) -> None:
+        if self._cuda_graph and isinstance(meta, dict) and meta.get("backend") == "sim":
+            raise Torch2TRTError(
+                "cuda_graph=True: CUDA graphs need a real TensorRT backend on a GPU; this engine was built "
+                "by the sim, which runs eagerly with torch (nothing to capture). Convert with "
+                "backend='tensorrt' (or 'tensorrt-rtx') on a GPU machine, or leave cuda_graph off"
+            )
 
     # ---------------------------------------------------------------------------- setup
     def _setup(self, plan: bytes | bytearray, meta: dict[str, Any]) -> None:
+        self._check_graph_backend(meta)
         self._install(_prepare(plan, meta))
 
     def _install(self, st: _Loaded) -> None:
+        self._check_graph_backend(st.meta)
         self._st = st
         self._tls.state, self._tls.ctx = st, st.context
+        self._tls.graph = None
 
     # attributes of the current engine, as before (read-only views of the state)
     @property
@@ -378,9 +484,21 @@ class TRTModule(torch.nn.Module):
         st = self._st  # NOTE: one engine for the whole call, even if load_state_dict swaps it meanwhile
         xs = self._check_inputs(st, inputs)
         assert st is not None
+        with torch.no_grad():  # NOTE: outputs are plain tensors (the sim computes with torch ops)
+            leaves = None
+            if self._cuda_graph and xs and xs[0].device.type == "cuda":
+                leaves = self._run_graph(st, xs)
+            if leaves is None:
+                leaves = self._execute(st, self._context_here(st), xs)
+        return decode_tree(st.meta["out_tree"], leaves)
+
+    @staticmethod
+    def _bind(
+        st: _Loaded, ctx: Any, xs: list[torch.Tensor], device: torch.device,
+    ) -> tuple[list[torch.Tensor | None], list[Any]]:
+        """Set the input shapes and addresses, allocate the outputs of static shape (output allocators
+        for the others: their entries are None)."""
         be = st.backend
-        ctx = self._context_here(st)
-        device = xs[0].device if xs else torch.device("cuda" if be.is_real else "cpu")
         errors = st.log.errors
         errors.clear()
         for spec, x in zip(st.inputs, xs, strict=True):
@@ -405,11 +523,33 @@ class TRTModule(torch.nn.Module):
                 ) from None
             ctx.set_tensor_address(spec["name"], be.tensor_address(y))
             outs.append(y)
+        return outs, allocators
+
+    def _execute(self, st: _Loaded, ctx: Any, xs: list[torch.Tensor]) -> list[torch.Tensor]:
+        be = st.backend
+        device = xs[0].device if xs else torch.device("cuda" if be.is_real else "cpu")
+        outs, allocators = self._bind(st, ctx, xs, device)
         if not ctx.execute_async_v3(be.stream_handle(device)):
-            raise RuntimeExecutionError("engine execution failed: " + ("; ".join(errors) or "no reason given"))
+            raise RuntimeExecutionError("engine execution failed: " + ("; ".join(st.log.errors) or "no reason given"))
         it = iter(allocators)
-        leaves = [y if y is not None else next(it).result(spec["name"]) for y, spec in zip(outs, st.outputs, strict=True)]
-        return decode_tree(st.meta["out_tree"], leaves)
+        return [y if y is not None else next(it).result(spec["name"]) for y, spec in zip(outs, st.outputs, strict=True)]
+
+    # --------------------------------------------------------------------------- CUDA graphs
+    def _run_graph(self, st: _Loaded, xs: list[torch.Tensor]) -> list[torch.Tensor] | None:
+        """Replay this thread's CUDA graph for these input shapes (capturing it first when needed);
+        None when no graph can be used (the caller then runs the engine as usual)."""
+        ctx = self._context_here(st)
+        key = tuple((tuple(x.shape), str(x.device)) for x in xs)
+        g: _Graph | None = getattr(self._tls, "graph", None)
+        if g is None or g.state is not st or g.key != key:
+            g = self._tls.graph = _capture(st, ctx, xs, key)
+        elif g.graph is not None:
+            for buf, x in zip(g.inputs, xs, strict=True):
+                buf.copy_(x)
+        if g.graph is None:
+            return None
+        g.graph.replay()  # NOTE: on torch's current stream
+        return [y.clone() for y in g.outputs]
 
     # ---------------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -423,6 +563,13 @@ class TRTModule(torch.nn.Module):
             raise Torch2TRTError("this TRTModule holds no engine to save")
         engine_file.write(path, st.meta, st.plan, plan_sha256=st.sha256())
 
+    def export_triton(self, repo: str | os.PathLike[str], name: str, **options: Any) -> str:
+        """Write a Triton Inference Server model repository entry ``repo/name`` (``config.pbtxt`` and
+        ``1/model.plan``); see :func:`torch2trt_lite.export.triton.export_triton` for the options."""
+        from .export.triton import export_triton
+
+        return export_triton(self, repo, name, **options)
+
     def save_plan(self, path: str | os.PathLike[str]) -> None:
         """Write the bare serialized plan (for trtexec, Triton or C++), atomically."""
         st = self._st
@@ -431,11 +578,65 @@ class TRTModule(torch.nn.Module):
         engine_file.atomic_write(path, st.plan)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> TRTModule:
+    def load(cls, path: str | os.PathLike[str], *, cuda_graph: bool = False) -> TRTModule:
         meta, plan = engine_file.read(path)  # NOTE: checks the header's schema and the plan's SHA-256
-        module = cls()
+        module = cls(cuda_graph=cuda_graph)
+        module._check_graph_backend(meta)
         module._install(_prepare(plan, meta, verified=True, source=os.fspath(path)))
         return module
+
+    # ---------------------------------------------------------------------------- pickling
+    _UNPICKLED = ("_st", "_tls", "_ctx_lock")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Plain data only (``torch.save(module)``, ``copy.deepcopy``): the plan bytes and the metadata
+        with the plan's SHA-256; nothing of the backend (its objects cannot be pickled)."""
+        state = {k: v for k, v in self.__dict__.items() if k not in self._UNPICKLED}
+        st = self._st
+        state["_t2tl_engine"] = None if st is None or not st.plan else {
+            "plan": bytes(st.plan),
+            "meta": json.loads(json.dumps(dict(st.meta, plan_nbytes=len(st.plan), plan_sha256=st.sha256()))),
+        }
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        engine = state.pop("_t2tl_engine", None)
+        super().__setstate__(state)
+        self._st = None
+        self._tls = threading.local()
+        self._ctx_lock = threading.Lock()
+        self._cuda_graph = bool(state.get("_cuda_graph", False))
+        if engine is not None:
+            if not (isinstance(engine, dict) and isinstance(engine.get("plan"), (bytes, bytearray))):
+                raise EngineFileError("unpickling a TRTModule: the pickled engine is not plan bytes and metadata")
+            self._check_graph_backend(engine.get("meta"))
+            self._install(_prepare(engine["plan"], engine.get("meta"), source="unpickled TRTModule"))
+
+    # ----------------------------------------------------------------------- dtype casts
+    def _precision_error(self, what: str) -> Torch2TRTError:
+        ins = ", ".join(f"{i['name']}: {i['dtype']}" for i in self._in) or "no engine"
+        return Torch2TRTError(
+            f"TRTModule{what}: an engine's precision is fixed when it is built ({ins}); a dtype cast cannot "
+            "change it. To run in another precision, convert a model of that precision (e.g. "
+            "convert(model.half(), [x.half()])), or wait for convert(precision=...). Device moves "
+            "(.to(device), .cuda(), .cpu()) are allowed"
+        )
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        """Device moves are allowed (they change nothing: the engine stays where it runs); a dtype
+        (``.to(torch.float16)``, ``.to(other_tensor)``) raises :class:`Torch2TRTError`."""
+        _, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        if dtype is not None:
+            raise self._precision_error(f".to({dtype})")
+        return super().to(*args, **kwargs)
+
+    def _apply(self, fn: Callable[[torch.Tensor], Any], recurse: bool = True) -> Any:
+        """``nn.Module`` casts (``.half()``, ``.float()``, ``.bfloat16()``, ``.double()``, ``.type()``)
+        arrive here as a function: one that changes a probe tensor's dtype is refused."""
+        if _casts_dtype(fn):
+            raise self._precision_error(" dtype cast (.half(), .float(), .bfloat16(), .double(), .type())")
+        return super()._apply(fn, recurse)
 
     def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
         super()._save_to_state_dict(destination, prefix, keep_vars)
@@ -473,6 +674,7 @@ class TRTModule(torch.nn.Module):
                 raise EngineFileError(f"{mk!r} is corrupt (nested too deeply)") from None
             except ValueError as e:
                 raise EngineFileError(f"{mk!r} is not JSON ({e})") from None
+            self._check_graph_backend(meta_d)
             st = _prepare(plan, meta_d, source=f"state dict {prefix or '<root>'}")
         except Torch2TRTError as e:
             error_msgs.append(f"TRTModule: {e}; the module keeps the engine it had")
@@ -494,6 +696,67 @@ class TRTModule(torch.nn.Module):
             return "empty"
         return f"backend={self.backend}, trt={self._meta.get('trt_version')}, inputs={self.input_names}, " \
                f"outputs={self.output_names}, layers={self.num_layers}"
+
+
+class _Graph:
+    """One thread's CUDA graph of one engine at one set of input shapes (``graph`` None: not usable)."""
+
+    def __init__(self, state: _Loaded, key: Any, graph: Any, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
+        self.state, self.key, self.graph, self.inputs, self.outputs = state, key, graph, inputs, outputs
+
+
+def _capture(st: _Loaded, ctx: Any, xs: list[torch.Tensor], key: Any) -> _Graph:
+    """Capture ``ctx``'s execution at the shapes of ``xs`` with static input and output buffers."""
+    device = xs[0].device
+    static_in = [x.clone() for x in xs]
+    outs, allocators = TRTModule._bind(st, ctx, static_in, device)
+    if allocators:
+        names = [o["name"] for o, y in zip(st.outputs, outs, strict=True) if y is None]
+        log.warning("cuda_graph: outputs %s have data-dependent shapes, which a CUDA graph cannot replay; "
+                    "running without a graph", names)
+        return _Graph(st, key, None, [], [])
+    static_out = [y for y in outs if y is not None]
+    stream = torch.cuda.Stream(device)  # NOTE: a side stream: CUDA cannot capture the legacy default stream
+    capturable = getattr(ctx, "is_stream_capturable", None)  # TensorRT-RTX: some engines cannot be captured
+    if capturable is not None and not capturable(int(stream.cuda_stream)):
+        log.warning("cuda_graph: the execution context says the stream is not capturable (TensorRT-RTX "
+                    "is_stream_capturable is False); running without a CUDA graph")
+        return _Graph(st, key, None, [], [])
+    current = torch.cuda.current_stream(device)
+    stream.wait_stream(current)
+    errors = st.log.errors
+    with torch.cuda.stream(stream):  # NOTE: one ordinary run first: TensorRT's lazy setup stays out of the graph
+        if not ctx.execute_async_v3(int(stream.cuda_stream)):
+            raise RuntimeExecutionError("engine execution failed: " + ("; ".join(errors) or "no reason given"))
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph, stream=stream):
+            ok = ctx.execute_async_v3(int(stream.cuda_stream))
+    except RuntimeError as e:  # CUDA refused the capture (an operation that cannot be captured)
+        current.wait_stream(stream)
+        log.warning("cuda_graph: capturing the engine failed (%s); running without a CUDA graph", e)
+        return _Graph(st, key, None, [], [])
+    if not ok:
+        raise RuntimeExecutionError(
+            "capturing the engine in a CUDA graph failed: " + ("; ".join(errors) or "no reason given")
+            + "; run with cuda_graph=False"
+        )
+    current.wait_stream(stream)
+    return _Graph(st, key, graph, static_in, static_out)
+
+
+def _casts_dtype(fn: Callable[[torch.Tensor], Any]) -> bool:
+    """Does ``fn`` (what nn.Module passes to ``_apply``) change a floating tensor's dtype? Probed on
+    one-element CPU tensors of two dtypes; a device move this machine cannot make (``.cuda()`` with
+    no GPU) raises, and counts as a move."""
+    for probe in (torch.zeros(1), torch.zeros(1, dtype=torch.float16)):
+        try:
+            out = fn(probe)
+        except (RuntimeError, AssertionError, TypeError, ValueError):
+            continue
+        if isinstance(out, torch.Tensor) and out.dtype != probe.dtype:
+            return True
+    return False
 
 
 def _state_bytes(t: Any, key: str) -> bytes:

@@ -2,7 +2,11 @@
 
 While a :class:`Tracer` is active, every registered target is replaced (``setattr``) by a wrapper
 that runs the original first (exact shapes and values), then hands the call to its converter.
-Originals are restored in ``finally``, whatever happens (KeyboardInterrupt included).
+Originals are restored in ``finally``, whatever happens, from a table written before each
+``setattr``: a KeyboardInterrupt at any line of the patch and restore code leaves torch as it was
+(``tools/interrupt_sweep.py`` tries every line). A C slot wrapper (``Tensor.__getitem__``,
+``__setitem__``) is not patched: CPython cannot give a type its slots back after a set and delete
+of such an attribute; the strict guard converts those calls instead.
 
 * Only the converting thread converts: a ``ContextVar`` holds the active tracer, and the wrappers
   of any other thread (or of this thread outside tracing) simply call the original.

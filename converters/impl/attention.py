@@ -1,5 +1,10 @@
 """Attention and distance builders: scaled dot-product attention, multi-head attention, cosine
-similarity, pairwise distance, cdist."""
+similarity, pairwise distance, cdist.
+
+Attention is one fused IAttention (``INetworkDefinition.add_attention``: TensorRT 10.16+, 11.x,
+TensorRT-RTX 1.7) where the backend has it and IAttention can express the call, else the
+decomposition into matrix multiplies and a softmax (TensorRT 10.13; attention weights asked for;
+shapes or masks IAttention refuses)."""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from .nn_common import (
     slice_axis,
     softmax,
     squeeze,
+    unary,
     unsqueeze,
 )
 from .normalization import vector_norm
@@ -63,6 +69,91 @@ def repeat_heads(ctx: ConversionContext, it: Any, heads: int) -> Any:
     return gather(ctx, it, idx, rank(it) - 3)
 
 
+def _static(*shapes: tuple[int, ...]) -> bool:
+    return all(int(d) > 0 for s in shapes for d in s)
+
+
+def _shape(it: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in it.shape)
+
+
+def can_fuse(ctx: ConversionContext, qs: tuple[int, ...], ks: tuple[int, ...], vs: tuple[int, ...],
+             mask_shape: tuple[int, ...] | None, causal: bool) -> bool:
+    """Whether :func:`fused_attention` can take [B, H, L, E] ``qs``, [B, Hkv, S, E] ``ks`` / ``vs``
+    and a mask of ``mask_shape`` (as the caller will hand it, at most 4D; None: no mask; its type must
+    be BOOL or the query's): the backend has IAttention (TensorRT 10.16+, TensorRT-RTX; not 10.13)
+    and the call keeps TensorRT's rules (4D padded inputs, key and value of one shape, H a multiple of
+    Hkv, a causal flag or a mask, not both, a mask broadcastable to [B, H, L, S]). Adds no layer."""
+    if getattr(ctx.network, "add_attention", None) is None or getattr(ctx.trt, "AttentionNormalizationOp", None) is None:
+        return False
+    if causal and mask_shape is not None:
+        return False
+    if len(qs) != 4 or len(ks) != 4 or ks != vs or not _static(qs, ks):
+        return False
+    if qs[0] != ks[0] or qs[3] != ks[3] or qs[1] % ks[1]:
+        return False
+    if mask_shape is None:
+        return True
+    if len(mask_shape) > 4:
+        return False
+    ms = (1,) * (4 - len(mask_shape)) + tuple(int(d) for d in mask_shape)
+    return _static(ms) and all(m in (1, d) for m, d in zip(ms, (qs[0], qs[1], qs[2], ks[2]), strict=True))
+
+
+def fused_attention(ctx: ConversionContext, q: Any, k: Any, v: Any, mask: Any | None, causal: bool,
+                    dtype: torch.dtype) -> Any:
+    """One IAttention: ``softmax(q @ k^T + mask) @ v`` of [B, H, L, E] ``q`` and [B, Hkv, S, E] ``k``,
+    ``v`` (grouped-query attention where Hkv < H), with no score scale (fold it into ``q``). A bool
+    ``mask`` is True where attention is allowed, a float one is added; ``causal`` is torch's
+    ``is_causal`` (top-left aligned). Only where :func:`can_fuse` said so."""
+    length, s = _shape(q)[2], _shape(k)[2]
+    if mask is not None:
+        mask = unsqueeze_to(ctx, mask, 4)
+        if _shape(mask)[2:] != (length, s):
+            # NOTE: TensorRT documents the mask as [a0, a1, s_q, s_kv] where only a0 and a1 broadcast:
+            # a mask of one row or one column is made whole (OR False / + 0)
+            is_bool = int(mask.dtype) == int(ctx.trt.DataType.BOOL)
+            fill = torch.bool if is_bool else dtype
+            mask = ew(ctx, mask, const(ctx, torch.zeros(length, s, dtype=fill), fill, 4), "OR" if is_bool else "SUM")
+    add = getattr(ctx.network, "add_attention", None)
+    norm = getattr(ctx.trt, "AttentionNormalizationOp", None)
+    assert add is not None and norm is not None, "fused_attention without can_fuse"
+    attn = add(q, k, v, norm.SOFTMAX, bool(causal))
+    # NOTE: decomposable: without it TensorRT-RTX 1.7 refuses FLOAT attention at build time ("Attention
+    # operation was not supported by a dedicated kernel ... may be marked as decomposable"); TensorRT
+    # still takes a fused kernel where one fits the shapes and types
+    attn.decomposable = True
+    if mask is not None:
+        attn.mask = mask
+    return attn.get_output(0)
+
+
+def scaled_dot_product_attention(ctx: ConversionContext, q: Any, k: Any, v: Any, mask: Any | None, is_causal: bool,
+                                 scale: float | None, dtype: torch.dtype, gqa: bool = False) -> Any:
+    """``F.scaled_dot_product_attention``: one IAttention where it can express the call (the scale
+    folded into q; 3D [N, L, E] inputs get a head dim of 1), else :func:`sdpa`'s decomposition."""
+    qs, ks, vs = _shape(q), _shape(k), _shape(v)
+    r = len(qs)
+    mask_ok = mask is None or int(mask.dtype) in (int(ctx.trt.DataType.BOOL), int(ctx.trt_dtype(dtype)))
+    if r in (3, 4) and len(ks) == r and len(vs) == r and (gqa or qs[:-2] == ks[:-2]) and mask_ok:
+        ms = None if mask is None else _shape(mask)
+        if r == 3:
+            qs, ks, vs = ((t[0], 1, *t[1:]) for t in (qs, ks, vs))
+            if ms is not None and len(ms) == 3:
+                ms = (ms[0], 1, *ms[1:])
+        if can_fuse(ctx, qs, ks, vs, ms, is_causal):
+            sc = 1.0 / math.sqrt(qs[-1]) if scale is None else float(scale)
+            fq = q if sc == 1.0 else ew(ctx, q, const(ctx, sc, dtype, r), "PROD")
+            fk, fv, fmask = k, v, mask
+            if r == 3:
+                fq, fk, fv = (unsqueeze(ctx, t, [1]) for t in (fq, k, v))
+                if mask is not None and rank(mask) == 3:
+                    fmask = unsqueeze(ctx, mask, [1])
+            out = fused_attention(ctx, fq, fk, fv, fmask, is_causal, dtype)
+            return squeeze(ctx, out, [1]) if r == 3 else out
+    return sdpa(ctx, q, k, v, mask, is_causal, scale, dtype, gqa)[0]
+
+
 def sdpa(
     ctx: ConversionContext,
     q: Any,
@@ -74,7 +165,8 @@ def sdpa(
     dtype: torch.dtype,
     gqa: bool = False,
 ) -> tuple[Any, Any]:
-    """``softmax(q @ k^T * scale + mask) @ v``; returns (output, attention weights)."""
+    """``softmax(q @ k^T * scale + mask) @ v`` decomposed (matrix multiplies, softmax); returns (output,
+    attention weights)."""
     qs, ks = tuple(q.shape), tuple(k.shape)
     L, S, E = qs[-2], ks[-2], qs[-1]
     if gqa:
@@ -111,6 +203,30 @@ def _merge_heads(ctx: ConversionContext, it: Any) -> Any:
     layer.first_transpose = (0, 2, 1, 3)
     layer.reshape_dims = (n, length, h * d)
     return layer.get_output(0)
+
+
+def _mha_mask(ctx: ConversionContext, attn_mask: Any | None, key_padding_mask: Any | None,
+              dims: tuple[int, int, int, int], dtype: torch.dtype) -> Any | None:
+    """nn.MultiheadAttention's ``attn_mask`` ([L, S] or [N * H, L, S]) and ``key_padding_mask`` ([N, S]
+    or [S]), where True (or -inf) masks a position, as one IAttention mask: bool masks become one
+    bool mask, True where allowed; with a float mask among them, the sum of float masks (a bool
+    mask gives -inf where True), as torch merges them."""
+    n, h, length, s = dims
+    masks = []
+    if attn_mask is not None:
+        masks.append(reshape(ctx, attn_mask, (n, h, length, s) if rank(attn_mask) == 3 else (1, 1, length, s)))
+    if key_padding_mask is not None:
+        kpm = key_padding_mask
+        masks.append(reshape(ctx, kpm, (n, 1, 1, s) if rank(kpm) == 2 else (1, 1, 1, s)))
+    if not masks:
+        return None
+    is_bool = [int(m.dtype) == int(ctx.trt.DataType.BOOL) for m in masks]
+    if all(is_bool):
+        masked = masks[0] if len(masks) == 1 else ew(ctx, masks[0], masks[1], "OR")
+        return unary(ctx, masked, "NOT")
+    floats = [_select(ctx, m, const(ctx, float("-inf"), dtype, 4), const(ctx, 0.0, dtype, 4)) if b else m
+              for m, b in zip(masks, is_bool, strict=True)]
+    return floats[0] if len(floats) == 1 else ew(ctx, floats[0], floats[1], "SUM")
 
 
 def multi_head_attention(
@@ -170,19 +286,27 @@ def multi_head_attention(
         v = _heads(ctx, linear(ctx, value, w(wv), w(bv)), h)
     n, _, length, _ = tuple(q.shape)
     s = tuple(k.shape)[2]
-    scores = matmul(ctx, q, k, transpose_b=True)  # already scaled (above)
-    if attn_mask is not None:
-        if rank(attn_mask) == 3:  # [N * H, L, S]
-            attn_mask = reshape(ctx, attn_mask, (n, h, length, s))
-        scores = apply_mask(ctx, scores, attn_mask, False, dtype)
-    if key_padding_mask is not None:
-        kpm = key_padding_mask
-        kpm = reshape(ctx, kpm, (n, 1, 1, s) if rank(kpm) == 2 else (1, 1, 1, s))
-        scores = apply_mask(ctx, scores, kpm, False, dtype)
-    # NOTE: a query row whose keys are all masked is NaN here, as in torch's fused inference path
-    # (eval, batched); torch's unbatched / sdpa path gives 0 there instead: torch itself differs.
-    attn = softmax(ctx, scores, -1)
-    out = matmul(ctx, attn, v)  # [N, H, L, D]
+    attn = None
+    # NOTE: fused, a query row whose keys are all masked gives 0 on the sim (torch's sdpa does); TensorRT
+    # does not document what its IAttention gives there
+    if not need_weights and can_fuse(ctx, _shape(q), _shape(k), _shape(v), None if attn_mask is None and
+                                     key_padding_mask is None else (1, 1, length, s), False):
+        out = fused_attention(ctx, q, k, v, _mha_mask(ctx, attn_mask, key_padding_mask, (n, h, length, s), dtype),
+                              False, dtype)  # [N, H, L, D]; the scale is in the query projection (above)
+    else:
+        scores = matmul(ctx, q, k, transpose_b=True)  # already scaled (above)
+        if attn_mask is not None:
+            if rank(attn_mask) == 3:  # [N * H, L, S]
+                attn_mask = reshape(ctx, attn_mask, (n, h, length, s))
+            scores = apply_mask(ctx, scores, attn_mask, False, dtype)
+        if key_padding_mask is not None:
+            kpm = key_padding_mask
+            kpm = reshape(ctx, kpm, (n, 1, 1, s) if rank(kpm) == 2 else (1, 1, 1, s))
+            scores = apply_mask(ctx, scores, kpm, False, dtype)
+        # NOTE: a query row whose keys are all masked is NaN here, as in torch's fused inference path
+        # (eval, batched); torch's unbatched / sdpa path gives 0 there instead: torch itself differs.
+        attn = softmax(ctx, scores, -1)
+        out = matmul(ctx, attn, v)  # [N, H, L, D]
     out = _merge_heads(ctx, out)
     out = linear(ctx, out, w(m.out_proj.weight), w(m.out_proj.bias))
     if not batch_first:
@@ -190,7 +314,7 @@ def multi_head_attention(
     if unbatched:
         out = squeeze(ctx, out, [1])
     weights = None
-    if need_weights:
+    if attn is not None and need_weights:
         weights = reduce(ctx, attn, "AVG", [1], keep_dims=False) if average_weights else attn
         if unbatched:
             weights = squeeze(ctx, weights, [0])

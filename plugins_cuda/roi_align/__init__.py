@@ -218,8 +218,18 @@ def _pair(v: Any) -> tuple[int, int]:
 
 
 def bind(call: Any) -> PluginCall:
-    """roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False)
-    or RoIAlign(output_size, spatial_scale, sampling_ratio, aligned).forward(input, rois)."""
+    """roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False),
+    RoIAlign(output_size, spatial_scale, sampling_ratio, aligned).forward(input, rois), or the op
+    torch.ops.torchvision.roi_align(input, rois, spatial_scale, pooled_height, pooled_width,
+    sampling_ratio, aligned) that torchvision.ops.roi_align calls."""
+    if str(call.qualname).startswith(_OP):
+        attrs = {
+            "output_size": (int(call.arg(3, "pooled_height")), int(call.arg(4, "pooled_width"))),
+            "spatial_scale": call.arg(2, "spatial_scale"),
+            "sampling_ratio": call.arg(5, "sampling_ratio"),
+            "aligned": call.arg(6, "aligned"),
+        }
+        return PluginCall([call.arg(0, "input"), call.arg(1, "rois")], attrs)
     if isinstance(call.target, type):
         m = call.args[0]
         args = list(call.args[1:])
@@ -277,6 +287,21 @@ def convert(ctx: Any, call: Any, pdef: PluginDef) -> Any:
     return add_plugin(ctx, pdef, inputs, attrs)
 
 
+_OP = "torch.ops.torchvision.roi_align"
+
+
+def _op_targets() -> tuple[str, ...]:
+    """The torchvision op (packet and overload), registered by name: a model that bound
+    ``torchvision.ops.roi_align`` before ``convert`` calls the original function, which calls the op."""
+    if torchvision is None:
+        return ()
+    try:
+        torch.ops.torchvision.roi_align.default  # noqa: B018 (present when torchvision's C++ ops loaded)
+    except (AttributeError, RuntimeError):
+        return ()
+    return (_OP, _OP + ".default")
+
+
 PLUGIN = declare_plugin(
     "roi_align",
     version="1",
@@ -301,11 +326,67 @@ PLUGIN = declare_plugin(
         workspace=workspace,
         options=("--fmad=false",),
     ),
-    targets=(torchvision.ops.roi_align, torchvision.ops.RoIAlign) if torchvision is not None else (),
+    targets=(torchvision.ops.roi_align, torchvision.ops.RoIAlign, *_op_targets()) if torchvision is not None else (),
     bind=bind,
     convert=convert,
     doc="RoIAlign (torchvision.ops.roi_align).",
 )
+
+
+def _column(ctx: Any, rois: Any, k: int, col: int) -> Any:
+    layer = ctx.network.add_slice(rois, (0, col), (k, 1), (1, 1))
+    return ctx.cast(layer.get_output(0), torch.float32)
+
+
+def convert_multiscale(ctx: Any, call: Any) -> Any:
+    """torchvision.ops.MultiScaleRoIAlign: RoIAlign of every box on every level, then each box takes
+    the level LevelMapper gives it (a select per level; torchvision gathers the boxes of each level
+    with data-dependent indices instead, which a static engine cannot)."""
+    from torch2trt_lite.converters.impl.elementwise import ew, math_unary, scalar, select, unary
+
+    m = call.args[0]
+    x = call.arg(1, "x")
+    boxes = call.arg(2, "boxes")
+    if not isinstance(x, dict) or not isinstance(boxes, (list, tuple)):
+        raise ConversionError("MultiScaleRoIAlign: expected a dict of feature maps and a list of [L, 4] boxes")
+    feats = [v for k, v in x.items() if k in m.featmap_names]
+    scales, mapper = m.scales, m.map_levels  # NOTE: set by the forward that just ran
+    if not feats or scales is None or mapper is None:
+        raise ConversionError("MultiScaleRoIAlign: no feature map of featmap_names was given")
+    if not all(isinstance(b, torch.Tensor) and b.dim() == 2 and b.shape[1] == 4 for b in boxes):
+        raise ConversionError("MultiScaleRoIAlign: boxes must be a list of [L, 4] tensors")
+    rois = rois_from_boxes(ctx, boxes)
+    attrs = {"output_size": _pair(m.output_size), "sampling_ratio": m.sampling_ratio, "aligned": False}
+    pooled = [
+        add_plugin(ctx, PLUGIN, [f, rois], PLUGIN.resolve_attrs(dict(attrs, spatial_scale=float(sc))))
+        for f, sc in zip(feats, scales, strict=False)
+    ]
+    if len(pooled) == 1:
+        return pooled[0]
+    k = int(rois.shape[0])
+    f32 = torch.float32
+    # LevelMapper: floor(lvl0 + log2(sqrt(area) / s0) + eps), clamped to [k_min, k_max], minus k_min
+    w = ew(ctx, _column(ctx, rois, k, 3), _column(ctx, rois, k, 1), "SUB")
+    h = ew(ctx, _column(ctx, rois, k, 4), _column(ctx, rois, k, 2), "SUB")
+    size = unary(ctx, ew(ctx, w, h, "PROD"), "SQRT")
+    lg = math_unary(ctx, ew(ctx, size, scalar(ctx, float(mapper.s0), f32), "DIV"), "log2", f32, f32)
+    t = ew(ctx, ew(ctx, scalar(ctx, float(mapper.lvl0), f32), lg, "SUM"), scalar(ctx, float(mapper.eps), f32), "SUM")
+    t = unary(ctx, t, "FLOOR")
+    t = ew(ctx, ew(ctx, t, scalar(ctx, float(mapper.k_min), f32), "MAX"), scalar(ctx, float(mapper.k_max), f32), "MIN")
+    level = ew(ctx, t, scalar(ctx, float(mapper.k_min), f32), "SUB")
+    shuffle = ctx.network.add_shuffle(level)
+    shuffle.reshape_dims = (k, 1, 1, 1)
+    level = shuffle.get_output(0)
+    out = pooled[-1]
+    for lvl in range(len(pooled) - 2, -1, -1):
+        out = select(ctx, ew(ctx, level, scalar(ctx, float(lvl), f32), "EQUAL"), pooled[lvl], out)
+    return out
+
+
+if torchvision is not None:
+    from torch2trt_lite.registry import converter as _converter
+
+    _converter(torchvision.ops.MultiScaleRoIAlign)(convert_multiscale)
 
 
 def variant(layout: str) -> PluginDef:

@@ -96,6 +96,16 @@ SDPA = [
          lambda: [randn(3, 4, 6, seed=1), randn(3, 5, 6, seed=2), randn(3, 5, 2, seed=3)], **_TOL),
     Case("sdpa_gqa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), _qkv(h=4, hk=2),
          **_TOL),
+    # IAttention takes a mask of whole [s_q, s_kv] rows: a [1, S] key mask is broadcast first
+    Case("sdpa_key_row_mask", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), lambda: [
+        *_qkv()(), torch.tensor([[True] * 5 + [False, True]])], **_TOL),
+    Case("sdpa_gqa_causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+         _qkv(h=6, hk=2, s=5), **_TOL),
+    # not IAttention's (5D; key batch broadcast): decomposed on every backend
+    Case("sdpa_5d", F.scaled_dot_product_attention, lambda: [randn(2, 2, 3, 5, 8, seed=s) for s in (1, 2, 3)],
+         **_TOL),
+    Case("sdpa_broadcast_key_batch", F.scaled_dot_product_attention,
+         lambda: [randn(2, 3, 5, 8, seed=1), randn(1, 3, 7, 8, seed=2), randn(1, 3, 7, 8, seed=3)], **_TOL),
 ]
 
 MHA = [
@@ -122,6 +132,16 @@ MHA = [
          lambda: [randn(2, 7, 8, seed=1), KPM.clone()], is_module=True, **_TOL),
     Case("mha_self_packed_unbatched", lambda: _SelfMHA(_mha()(), need_weights=False), lambda: [randn(5, 8, seed=1)],
          is_module=True, **_TOL),
+    # need_weights=False: one IAttention where the backend has it, the masks merged into its one mask
+    Case("mha_no_weights_bool_masks", lambda: _MHA(_mha(batch_first=True)(), need_weights=False, key_padding_mask=True,
+                                                   attn_mask=True),
+         lambda: [*_seq(True), KPM.clone(), ATTN_BOOL.clone()], is_module=True, **_TOL),
+    Case("mha_no_weights_float_masks", lambda: _MHA(_mha()(), need_weights=False, key_padding_mask=True,
+                                                    attn_mask=True),
+         lambda: [*_seq(False), randn(2, 7, seed=7), randn(2 * 2, 4, 7, seed=8)], is_module=True, **_TOL),
+    Case("mha_self_packed_no_weights_kpm", lambda: _SelfMHA(_mha(batch_first=True)(), need_weights=False,
+                                                            key_padding_mask=True),
+         lambda: [randn(2, 7, 8, seed=1), KPM.clone()], is_module=True, **_TOL),
     Case("transformer_encoder_layer", lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
          lambda: [randn(2, 5, 8)], is_module=True, **_TOL),
 ]

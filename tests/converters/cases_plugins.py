@@ -39,6 +39,20 @@ class _RoIAlignModule(torch.nn.Module):
         return self.op(x, boxes)
 
 
+class _MultiScale(torch.nn.Module):
+    """torchvision's FPN pooler over two levels (boxes of both sizes, so both levels are used)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pool = torchvision.ops.MultiScaleRoIAlign(["p2", "p3"], 3, 2)
+
+    def forward(self, p2: torch.Tensor, p3: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+        return self.pool({"p2": p2, "p3": p3}, [boxes], [(128, 128)])
+
+
+_FPN_BOXES = torch.tensor([[2.0, 3.0, 22.0, 20.0], [0.0, 1.0, 126.0, 120.0], [40.0, 10.0, 60.0, 90.0]])
+
+
 def _other_features(xs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """Other feature maps, the same boxes (a box row is (batch index, x1, y1, x2, y2): not to be rolled)."""
     return [torch.roll(xs[0], 1, -1), *xs[1:]]
@@ -54,4 +68,15 @@ CASES = [
          others=_other_features),
     Case("roi_align_module", _RoIAlignModule, lambda: [randn(1, 3, 16, 16, seed=5), _BOXES.clone()],
          is_module=True, targets=["torchvision.ops.roi_align.RoIAlign"], others=_other_features),
+    # the underlying op (what torchvision.ops.roi_align calls, also when it was bound before convert)
+    Case("roi_align_torch_ops", lambda x, b: torch.ops.torchvision.roi_align(x, b, 0.5, 3, 3, 2, True),
+         lambda: [randn(1, 3, 12, 12, seed=6), _BOXES.clone()], targets=["torch.ops.torchvision.roi_align"],
+         others=_other_features),
+    Case("roi_align_torch_ops_default",
+         lambda x, b: torch.ops.torchvision.roi_align.default(x, b, 1.0, 2, 2, -1, False),
+         lambda: [randn(1, 3, 10, 10, seed=7), _BOXES.clone()], targets=["torch.ops.torchvision.roi_align.default"],
+         others=_other_features),
+    Case("multiscale_roi_align", _MultiScale,
+         lambda: [randn(1, 4, 32, 32, seed=8), randn(1, 4, 16, 16, seed=9), _FPN_BOXES.clone()], is_module=True,
+         targets=["torchvision.ops.poolers.MultiScaleRoIAlign"], others=_other_features),
 ]

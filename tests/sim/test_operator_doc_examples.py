@@ -19,7 +19,6 @@ import functools
 from typing import Any
 
 import numpy as np
-import pytest
 import torch
 
 import tests.sim.netbuilder as netbuilder
@@ -168,9 +167,7 @@ def test_shuffle_transpose_then_reshape() -> None:
     net = Net()
     x = net.input("input1", (3, 4))
     layer = net.network.add_shuffle(x)
-    # The page writes trt.Permutation([1, 0]); the sim has no Permutation class (see
-    # test_permutation_class below), so the permutation goes in as the plain sequence it wraps.
-    layer.first_transpose = (1, 0)
+    layer.first_transpose = trt.Permutation([1, 0])
     layer.reshape_dims = trt.Dims([2, 6])
     (out,) = run(net, [layer.get_output(0)], {
         x: [[1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0], [100.0, 200.0, 300.0, 400.0]],
@@ -178,16 +175,15 @@ def test_shuffle_transpose_then_reshape() -> None:
     check(out, [[1.0, 10.0, 100.0, 2.0, 20.0, 200.0], [3.0, 30.0, 300.0, 4.0, 40.0, 400.0]])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "sim API gap, not a doc error: the Shuffle page sets layer.first_transpose = "
-    "trt.Permutation([1, 0]); TensorRT 10.16 has tensorrt.Permutation (sim/_manifests/tensorrt-10.16.json "
-    "lists it) but the sim namespace does not define it (AttributeError). Fix belongs in sim/_core.py."))
 def test_permutation_class() -> None:
     # https://docs.nvidia.com/deeplearning/tensorrt/latest/_static/operators/Shuffle.html
     net = Net()
     layer = net.network.add_shuffle(net.input("input1", (3, 4)))
     layer.first_transpose = trt.Permutation([1, 0])
     assert tuple(layer.first_transpose)[:2] == (1, 0)
+    perm = trt.Permutation([2, 0, 1])
+    perm[0] = 1
+    assert len(perm) == 8 and list(perm)[:3] == [1, 0, 1] and perm[7] == 0
 
 
 # ------------------------------------------------------------------------------ Slice

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import BuildError, NetworkDefinitionError
@@ -28,6 +30,69 @@ class IHostMemory(bytearray):
 
     def __del__(self) -> None:
         return None
+
+
+class IProgressMonitor:
+    """TensorRT's build progress interface: subclass it and set ``config.progress_monitor``.
+
+    The builder calls ``phase_start`` when a phase begins (``parent_phase`` is the enclosing phase's
+    name, or None for the top one), ``step_complete`` after each of its ``num_steps`` steps, and
+    ``phase_finish`` when it ends. ``step_complete`` returning False cancels the build:
+    ``build_serialized_network`` then finishes the open phases and returns None, logging
+    "Build canceled by user" as TensorRT does. (TensorRT's own base methods are pure virtual; the
+    sim's report nothing and never cancel, so a subclass may override only what it needs.)
+    """
+
+    def __init__(self) -> None:
+        pass
+
+    def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
+        return None
+
+    def step_complete(self, phase_name: str, step: int) -> bool:
+        return True
+
+    def phase_finish(self, phase_name: str) -> None:
+        return None
+
+
+class _Cancelled(Exception):
+    """step_complete returned False (or raised): the build stops."""
+
+
+class _Phases:
+    """Drives a config's progress monitor through the sim builder's phases (nothing without one)."""
+
+    def __init__(self, monitor: Any) -> None:
+        self._monitor = monitor
+        self._open: list[str] = []
+
+    @contextmanager
+    def phase(self, name: str, num_steps: int) -> Iterator[None]:
+        m = self._monitor
+        if m is None:
+            yield
+            return
+        parent = self._open[-1] if self._open else None
+        self._call("phase_start", m.phase_start, name, parent, int(num_steps))
+        self._open.append(name)
+        try:
+            yield
+        finally:
+            # NOTE: like TensorRT, a cancelled build still finishes every open phase, innermost first
+            self._open.pop()
+            self._call("phase_finish", m.phase_finish, name)
+
+    def step(self, name: str, step: int) -> None:
+        if self._monitor is not None and not self._call("step_complete", self._monitor.step_complete, name, int(step)):
+            raise _Cancelled("step_complete returned False")
+
+    @staticmethod
+    def _call(what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - TensorRT reports a raising monitor and cancels
+            raise _Cancelled(f"{what} raised {type(e).__name__}: {e}") from e
 
 
 class IOptimizationProfile:
@@ -91,6 +156,9 @@ class IBuilderConfig:
         self.hardware_compatibility_level: Any = None
         self.max_num_tactics = -1
         self.tiling_optimization_level: Any = None
+        self._progress_monitor: Any = None
+
+    progress_monitor = field_property("_progress_monitor")
 
     def set_memory_pool_limit(self, pool: Any, pool_size: int) -> None:
         self._pools[int(pool)] = int(pool_size)
@@ -179,10 +247,15 @@ class Builder:
     def build_serialized_network(self, network: Any, config: Any) -> IHostMemory | None:
         from . import _plan
 
+        phases = _Phases(getattr(config, "_progress_monitor", None))
         try:
-            plan = _plan.build(network, config, self._ns._version, alloc=self._ns._class("IHostMemory"))
+            plan = _plan.build(network, config, self._ns._version, alloc=self._ns._class("IHostMemory"), phases=phases)
         except (BuildError, NetworkDefinitionError) as e:
             _log(self._logger, Severity.ERROR, str(e))
+            return None
+        except _Cancelled as e:
+            _log(self._logger, Severity.ERROR, f"IBuilder::buildSerializedNetwork: Error Code 7: BuildCanceled "
+                 f"(Build canceled by user: the progress monitor's {e})")
             return None
         _plan.trust(plan)
         return plan  # type: ignore[no-any-return]
@@ -218,4 +291,4 @@ class Builder:
         return None
 
 
-__all__ = ["Builder", "BuilderFlag", "IBuilderConfig", "IHostMemory", "IOptimizationProfile"]
+__all__ = ["Builder", "BuilderFlag", "IBuilderConfig", "IHostMemory", "IOptimizationProfile", "IProgressMonitor"]

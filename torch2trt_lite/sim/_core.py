@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -92,6 +92,41 @@ class Dims(tuple):  # type: ignore[type-arg]
 
     def __repr__(self) -> str:
         return "(" + ", ".join(str(d) for d in self) + ")"
+
+    __str__ = __repr__
+
+
+class Permutation:
+    """TensorRT's Permutation: ``order`` of up to 8 dimensions (``Permutation([1, 0])``); unset
+    entries are zero, as in TensorRT's ``int32_t order[MAX_DIMS]``."""
+
+    def __init__(self, *args: Iterable[int]) -> None:  # Permutation() or Permutation(order), positional
+        if len(args) > 1:
+            raise TypeError(f"Permutation takes one sequence of ints, got {len(args)} arguments")
+        vals = [int(d) for d in (args[0] if args else ())]
+        if len(vals) > Dims.MAX_DIMS:
+            raise NetworkDefinitionError(f"Permutation has {len(vals)} entries; TensorRT allows at most 8")
+        self._order = vals + [0] * (Dims.MAX_DIMS - len(vals))
+
+    def __getitem__(self, index: int) -> int:
+        return self._order[self._index(index)]
+
+    def __setitem__(self, index: int, value: int) -> None:
+        self._order[self._index(index)] = int(value)
+
+    def __len__(self) -> int:
+        return Dims.MAX_DIMS
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._order)
+
+    def _index(self, index: int) -> int:
+        if not isinstance(index, int) or not 0 <= index < Dims.MAX_DIMS:
+            raise IndexError(f"Permutation index {index!r} out of range [0, {Dims.MAX_DIMS})")
+        return index
+
+    def __repr__(self) -> str:
+        return "(" + ", ".join(str(d) for d in self._order) + ")"
 
     __str__ = __repr__
 

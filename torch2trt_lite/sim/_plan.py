@@ -20,11 +20,13 @@ weights as (dtype, shape, offset, nbytes) into the blob area.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
 import struct
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -206,9 +208,33 @@ def _validate(network: Any, config: Any) -> None:
             raise BuildError(f"layer '{layer.name}': its output must be a network output (mark_output it)")
 
 
-def build(network: Any, config: Any, api_version: str, alloc: Any = bytearray) -> Any:
-    """Serialize ``network``; ``alloc(n)`` makes the n-byte writable output buffer (IHostMemory)."""
-    _validate(network, config)
+def build(network: Any, config: Any, api_version: str, alloc: Any = bytearray, phases: Any = None) -> Any:
+    """Serialize ``network``; ``alloc(n)`` makes the n-byte writable output buffer (IHostMemory).
+
+    ``phases`` (the builder's ``_Phases``) reports progress to the config's progress monitor: a top
+    phase "Building engine" of three steps (validation, the layers, serialization), each with its
+    own phase ("Validating network", "Processing layers": a step per layer, "Serializing engine")."""
+    if phases is None:
+        return _build(network, config, api_version, alloc, _NoPhases())
+    top = "Building engine"
+    with phases.phase(top, 3):
+        return _build(network, config, api_version, alloc, phases, top)
+
+
+class _NoPhases:
+    @contextlib.contextmanager
+    def phase(self, name: str, num_steps: int) -> Iterator[None]:
+        yield
+
+    def step(self, name: str, step: int) -> None:
+        return None
+
+
+def _build(network: Any, config: Any, api_version: str, alloc: Any, phases: Any, top: str = "") -> Any:
+    with phases.phase("Validating network", 1):
+        _validate(network, config)
+        phases.step("Validating network", 0)
+    phases.step(top, 0)
     layers: list[ILayer] = list(network._layers)
     ids: dict[int, int] = {}
     tensors: list[dict[str, Any]] = []
@@ -226,8 +252,20 @@ def build(network: Any, config: Any, api_version: str, alloc: Any = bytearray) -
     for t in network._inputs:
         tid(t)
     blobs = _Blobs()
+    step_layers = "Processing layers"
+    with phases.phase(step_layers, len(layers)):
+        recs = _records(layers, blobs, tid, phases, step_layers)
+    phases.step(top, 1)
+    with phases.phase("Serializing engine", 1):
+        out = _serialize(network, config, api_version, alloc, tensors, ids, tid, recs, blobs)
+        phases.step("Serializing engine", 0)
+    phases.step(top, 2)
+    return out
+
+
+def _records(layers: list[ILayer], blobs: _Blobs, tid: Any, phases: Any, phase: str) -> list[dict[str, Any]]:
     recs = []
-    for layer in layers:
+    for i, layer in enumerate(layers):
         try:
             rec = {
                 "cls": type(layer).__name__,
@@ -241,6 +279,14 @@ def build(network: Any, config: Any, api_version: str, alloc: Any = bytearray) -
         except NetworkDefinitionError as e:
             raise BuildError(f"layer '{layer.name}': {e}") from None
         recs.append(rec)
+        phases.step(phase, i)
+    return recs
+
+
+def _serialize(
+    network: Any, config: Any, api_version: str, alloc: Any, tensors: list[dict[str, Any]], ids: dict[int, int],
+    tid: Any, recs: list[dict[str, Any]], blobs: _Blobs,
+) -> Any:
     header = {
         "api_version": api_version,
         "strongly_typed": network._strongly_typed,
