@@ -87,3 +87,26 @@ def test_engine_of_a_missing_backend_is_an_engine_file_error(tmp_path: Any) -> N
 def test_workspace_must_be_a_positive_int(bad: Any) -> None:
     with pytest.raises(torch2trt_lite.Torch2TRTError, match="max_workspace_size"):
         torch2trt_lite.convert(torch.nn.ReLU().eval(), [torch.randn(2)], backend="sim", max_workspace_size=bad)
+
+
+def test_backend_messages_reach_python_logging(caplog: pytest.LogCaptureFixture) -> None:
+    """TensorRT's severities map onto logging (logger torch2trt_lite.tensorrt); errors also reach the
+    capturing logger of the call that caused them."""
+    from torch2trt_lite import sim
+
+    cap = backends.CapturingLogger(sim)
+    with caplog.at_level(logging.DEBUG, logger="torch2trt_lite.tensorrt"):
+        cap.logger.log(sim.ILogger.Severity.ERROR, "an error")
+        cap.logger.log(sim.ILogger.Severity.WARNING, "a warning")
+        cap.logger.log(sim.ILogger.Severity.INFO, "some info")
+    levels = {r.getMessage(): r.levelno for r in caplog.records if r.name == "torch2trt_lite.tensorrt"}
+    assert levels == {"an error": logging.ERROR, "a warning": logging.WARNING, "some info": logging.DEBUG}
+    assert cap.errors == ["an error"]
+
+
+def test_real_backend_logger_is_shared_and_captures_per_call() -> None:
+    rtx = pytest.importorskip("tensorrt_rtx", reason="needs TensorRT-RTX: pip install -e '.[rtx]'")
+    first, second = backends.CapturingLogger(rtx), backends.CapturingLogger(rtx)
+    assert first.logger is second.logger  # TensorRT keeps the first logger of a process
+    second.logger.log(rtx.ILogger.Severity.ERROR, "boom")
+    assert "boom" in second.errors

@@ -29,3 +29,22 @@ def test_readme_unsupported_example_is_unsupported() -> None:
     assert ops, "the README shows no unsupported-operator message"
     for op in ops:
         assert op not in torch2trt_lite.supported_ops(), f"the README's example {op} is supported"
+
+
+def test_packaging_has_no_setuptools_warnings(tmp_path: pathlib.Path) -> None:
+    """Building the wheel warns about nothing (license as a table, data folders not declared as packages)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+         str(ROOT)], capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout + out.stderr
+    for warning in ("would be ignored", "project.license", "BuildBackendWarning", "SetuptoolsDeprecationWarning"):
+        assert warning not in text, text[-3000:]
+    import zipfile
+
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for needed in ("torch2trt_lite/sim/_manifests/tensorrt-rtx-1.7.json", "torch2trt_lite/export/triton.py",
+                   "torch2trt_lite/plugins_cuda/roi_align/kernel.cu"):
+        assert needed in names, needed
