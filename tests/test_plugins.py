@@ -860,3 +860,22 @@ def test_plugin_field_collection_type_matches_numpy_kinds() -> None:
     assert f.size == 6 and np.asarray(f.data).dtype == np.int8
     with pytest.raises(PluginError, match="32-bit"):
         api.field_array("int", 2**40)
+
+
+def test_first_convert_does_not_import_torchvision() -> None:
+    """The built-in plugins wait for torchvision to be imported by the user (it costs ~1.5 s): their
+    converters are registered at the next conversion after that import."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch, torch2trt_lite\n"
+        "m = torch2trt_lite.convert(torch.nn.ReLU().eval(), [torch.randn(2)], backend='sim')\n"
+        "assert 'torchvision' not in sys.modules, 'loading the built-in plugins imported torchvision'\n"
+        "import torchvision\n"
+        "x = torch.randn(1, 3, 8, 8); b = torch.tensor([[0, 1.0, 1.0, 5.0, 5.0]])\n"
+        "op = torchvision.ops.RoIAlign((2, 2), 1.0, 2).eval()\n"
+        "trt = torch2trt_lite.convert(op, [x, b], backend='sim')\n"
+        "torch.testing.assert_close(trt(x, b), op(x, b), rtol=1e-5, atol=1e-5)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

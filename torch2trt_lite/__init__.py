@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 
 from .bench import BenchResult, bench  # noqa: E402
 from .convert import CheckReport, NetworkDefinition, check, convert, define_network, load  # noqa: E402
+from .debug import CompareReport, compare  # noqa: E402
 from .errors import (  # noqa: E402
     BackendUnavailableError,
     BuildError,
@@ -26,6 +27,7 @@ from .errors import (  # noqa: E402
 )
 from .module import TRTModule  # noqa: E402
 from .registry import Call, converter, register_table, supported_ops  # noqa: E402
+from .shapes import Input  # noqa: E402
 
 __all__ = [
     "BackendUnavailableError",
@@ -33,8 +35,10 @@ __all__ = [
     "BuildError",
     "Call",
     "CheckReport",
+    "CompareReport",
     "ConversionError",
     "EngineFileError",
+    "Input",
     "InternalError",
     "NetworkDefinition",
     "NetworkDefinitionError",
@@ -46,6 +50,7 @@ __all__ = [
     "__version__",
     "bench",
     "check",
+    "compare",
     "convert",
     "converter",
     "define_network",

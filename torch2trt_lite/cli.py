@@ -4,6 +4,7 @@
     torch2trt-lite check torchvision:resnet18 --shape 1x3x224x224
     torch2trt-lite info model.engine
     torch2trt-lite bench torchvision:resnet18 --shape 1x3x224x224 --batch 1,8 -o bench_out
+    torch2trt-lite compare torchvision:resnet18 --shape 1x3x224x224 --tolerance 1e-4
     torch2trt-lite export-triton model.engine model_repository --name resnet18
 """
 
@@ -270,9 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("engine", help="an engine file written by convert -o or TRTModule.save")
     s.set_defaults(fn=cmd_info)
     from .bench import add_parser as add_bench
+    from .debug import add_parser as add_compare
     from .export.triton import add_parser as add_export_triton
 
     add_bench(sub)
+    add_compare(sub)
     add_export_triton(sub)
     return p
 

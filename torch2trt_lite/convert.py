@@ -17,6 +17,7 @@ from torch.utils._pytree import tree_flatten
 from . import __version__
 from . import cache as _cache
 from . import progress as _progress
+from . import shapes as _shapes
 from .backends import Backend, get_backend
 from .context import CheckContext, ConversionContext
 from .errors import BuildError, ConversionError, Torch2TRTError
@@ -26,16 +27,19 @@ from .tracer import Tracer, Unsupported
 _log = logging.getLogger("torch2trt_lite")
 
 
-def _as_inputs(inputs: Any) -> list[torch.Tensor]:
-    if isinstance(inputs, torch.Tensor):
+def _as_inputs(inputs: Any, allow_ranges: bool = False) -> list[Any]:
+    if isinstance(inputs, (torch.Tensor, _shapes.Input)):
         inputs = [inputs]
     if not isinstance(inputs, (list, tuple)):
         raise Torch2TRTError(f"inputs must be a list of tensors, e.g. convert(model, [x]); got {type(inputs).__name__}")
     if not inputs:
         raise Torch2TRTError("inputs is empty: pass one example tensor per model input, e.g. convert(model, [x])")
     for i, x in enumerate(inputs):
+        if allow_ranges and isinstance(x, _shapes.Input):
+            continue
         if not isinstance(x, torch.Tensor):
-            raise Torch2TRTError(f"input {i}: expected a torch.Tensor, got {type(x).__name__}")
+            ranges = " or a torch2trt_lite.Input" if allow_ranges else ""
+            raise Torch2TRTError(f"input {i}: expected a torch.Tensor{ranges}, got {type(x).__name__}")
         if x.dtype == torch.float64:
             raise Torch2TRTError(f"input {i}: TensorRT has no float64; pass a float32 tensor (x.float())")
     return list(inputs)
@@ -142,20 +146,43 @@ class NetworkDefinition:
 
 def define_network(
     model: Any,
-    inputs: Sequence[torch.Tensor] | torch.Tensor,
+    inputs: Sequence[Any] | torch.Tensor,
     *,
     backend: str = "auto",
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
 ) -> NetworkDefinition:
-    """Trace ``model`` into a network of ``backend`` as ``convert`` does, without building it."""
+    """Trace ``model`` into a network of ``backend`` as ``convert`` does, without building it
+    (``inputs`` may hold :class:`torch2trt_lite.Input` ranges: their dynamic dims are -1)."""
     _check_model(model)
-    return _define(model, _as_inputs(inputs), get_backend(backend), input_names, output_names)
+    res = _shapes.resolve(_as_inputs(inputs, allow_ranges=True))
+    names = _input_names(input_names, res)
+    return _define(model, res.examples, get_backend(backend), names, output_names, net_shapes=_net_shapes(res))
+
+
+def _input_names(input_names: Sequence[str] | None, res: _shapes.Resolved) -> list[str] | None:
+    """The inputs' names: ``input_names``, else each Input's own name (input_<i> for the others)."""
+    if input_names is not None:
+        named = [n for n in res.names if n is not None]
+        if named:
+            raise Torch2TRTError(f"give input names either in input_names= or as Input(name=...), not both (got {named})")
+        return list(input_names)
+    if all(n is None for n in res.names):
+        return None
+    return [n if n is not None else f"input_{i}" for i, n in enumerate(res.names)]
+
+
+def _net_shapes(res: _shapes.Resolved) -> list[tuple[int, ...]] | None:
+    """Each network input's shape (-1 in the dims a profile lets vary); None when all are static."""
+    if not res.dynamic:
+        return None
+    return [_shapes.network_shape([p[i] for p in res.profiles]) for i in range(len(res.examples))]
 
 
 def _define(
     model: Any, xs: list[torch.Tensor], be: Backend, input_names: Sequence[str] | None,
-    output_names: Sequence[str] | None,
+    output_names: Sequence[str] | None, context_cls: type[ConversionContext] = ConversionContext,
+    net_shapes: list[tuple[int, ...]] | None = None,
 ) -> NetworkDefinition:
     names = list(input_names) if input_names is not None else [f"input_{i}" for i in range(len(xs))]
     if len(names) != len(xs) or len(set(names)) != len(names):
@@ -164,14 +191,25 @@ def _define(
     logger = _CapturingLogger(trt)
     builder = trt.Builder(logger.logger)
     network = builder.create_network(be.network_flags())
-    ctx = ConversionContext(network, trt, be.name, has_plugins=be.has_plugins)
+    ctx = context_cls(network, trt, be.name, has_plugins=be.has_plugins)
     with torch.no_grad():
         traced = [_example_copy(x) for x in xs]
-        for name, x in zip(names, traced, strict=True):
-            ctx.set_itensor(x, network.add_input(name, ctx.trt_dtype(x.dtype), tuple(x.shape)))
+        shapes = net_shapes if net_shapes is not None else [tuple(x.shape) for x in traced]
+        for name, x, shape in zip(names, traced, shapes, strict=True):
+            ctx.set_itensor(x, network.add_input(name, ctx.trt_dtype(x.dtype), tuple(shape)))
         tracer = Tracer(ctx, model if isinstance(model, torch.nn.Module) else None)
         t_trace = time.perf_counter()
-        out = tracer.run_model(model, traced)
+        try:
+            out = tracer.run_model(model, traced)
+        except ConversionError as e:
+            if net_shapes is None:
+                raise
+            raise ConversionError(
+                f"{e} (the network has dynamic input dims {net_shapes}, -1 = dynamic; the model was traced at "
+                f"{[tuple(x.shape) for x in traced]}: a size read while tracing, e.g. x.size(0) or x.shape[0] in "
+                "view/reshape, is the traced value, which a dynamic network cannot use yet. Use torch.flatten(x, 1) "
+                "or view(-1, ...), or convert with static shapes)"
+            ) from None
         t_trace = time.perf_counter() - t_trace
     leaves, _ = tree_flatten(out)
     tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
@@ -189,14 +227,15 @@ def _define(
         marked.add(id(it))
         it.name = name
         network.mark_output(it)
-        out_meta.append({"name": name, "dtype": dtype_name(t.dtype), "shape": list(t.shape)})
+        out_shape = list(t.shape) if net_shapes is None else [int(d) for d in it.shape]
+        out_meta.append({"name": name, "dtype": dtype_name(t.dtype), "shape": out_shape})
     out_tree = encode_tree(out, [0])
     return NetworkDefinition(be, builder, network, logger, ctx, names, out_meta, out_tree, t_trace)
 
 
 def convert(
     model: Any,
-    inputs: Sequence[torch.Tensor] | torch.Tensor,
+    inputs: Sequence[Any] | torch.Tensor,
     *,
     backend: str = "auto",
     input_names: Sequence[str] | None = None,
@@ -207,6 +246,10 @@ def convert(
     cache_dir: str | os.PathLike[str] | None = None,
     timing_cache: str | os.PathLike[str] | None = None,
     cuda_graph: bool = False,
+    max_batch_size: int | None = None,
+    dynamic_batch: tuple[int, int] | None = None,
+    profiles: Sequence[Sequence[Any]] | None = None,
+    verify: bool = True,
 ) -> TRTModule:
     """Convert ``model`` by running ``model(*inputs)`` once, and return a :class:`TRTModule`.
 
@@ -242,10 +285,27 @@ def convert(
     ``cuda_graph`` (real backends on a GPU): the engine's execution is captured in a CUDA graph and
     replayed on torch's current stream (captured again when the input shapes change); the sim
     refuses it.
+
+    Dynamic shapes: an entry of ``inputs`` may be a :class:`torch2trt_lite.Input` (a min/opt/max
+    shape range; tensors stay static), and ``max_batch_size=N`` makes dim 0 of every example tensor
+    range over [1, N] (torch2trt's option; torch2trt builds for batches up to N, here the
+    optimization profile's opt batch is the example's), ``dynamic_batch=(lo, hi)`` over [lo, hi].
+    ``profiles=[[Input, ...], [Input, ...]]`` builds one optimization profile per list (one entry
+    per input, same dtypes and ranks); ``TRTModule`` runs each call with the first profile whose
+    ranges cover its shapes. The model is traced once (on the example tensors, each Input's
+    ``example`` or a random tensor of its ``opt_shape``): a converter that reads a size bakes the
+    traced value in, so with ``verify=True`` (default) a dynamic engine is also built on the sim and
+    run at every profile's min and max shapes, and refused (``ConversionError``) when an output
+    shape differs from eager PyTorch's.
     """
     t0 = time.perf_counter()
     _check_model(model)
-    xs = _as_inputs(inputs)
+    res = _shapes.resolve(
+        _as_inputs(inputs, allow_ranges=True), max_batch_size=max_batch_size, dynamic_batch=dynamic_batch,
+        profiles=profiles,
+    )
+    xs = res.examples
+    input_names = _input_names(input_names, res)
     workspace = _workspace(max_workspace_size)
     be = get_backend(backend)
     targets = _targets(be, compute_capabilities)
@@ -259,6 +319,8 @@ def convert(
             "input_names": names0,
             "output_names": list(output_names) if output_names is not None else None,
         }
+        if res.dynamic:
+            options["profiles"] = [[[list(s) for s in r] for r in p] for p in res.profiles]
         t_key = time.perf_counter()
         entry = _cache.entry_path(cache_dir, _cache.key(model, xs, names0, options, be))
         t_key = time.perf_counter() - t_key
@@ -274,7 +336,8 @@ def convert(
             return found  # type: ignore[no-any-return]
         _cache._count("misses")
         _log.info("torch2trt-lite: engine cache miss: building %s", entry)
-    d = _define(model, xs, be, input_names, output_names)
+    net_shapes = _net_shapes(res)
+    d = _define(model, xs, be, input_names, output_names, net_shapes=net_shapes)
     trt, builder, network, logger = be.trt, d.builder, d.network, d.logger
     names, out_meta, out_tree, t_trace = d.input_names, d.out_meta, d.out_tree, d.trace_s
     plugin_type = trt.LayerType.PLUGIN_V3
@@ -286,6 +349,8 @@ def convert(
         config.num_compute_capabilities = len(targets)
         for k, cc in enumerate(targets):
             config.set_compute_capability(cc, k)
+    if net_shapes is not None:
+        _add_profiles(builder, config, d.input_names, res)
     timings = _timing_cache_load(be, config, timing_cache)
     t_build = time.perf_counter()
     with _progress.attached(trt, config, monitor) as watch:
@@ -314,16 +379,23 @@ def convert(
         ) if be.name == "tensorrt-rtx" else None,
         "num_layers": num_layers,
         "inputs": [
-            {"name": n, "dtype": dtype_name(x.dtype), "shape": list(x.shape), "min": list(x.shape), "max": list(x.shape)}
-            for n, x in zip(names, xs, strict=True)
+            {"name": n, "dtype": dtype_name(x.dtype), "shape": list(x.shape), **_hull([p[i] for p in res.profiles])}
+            for i, (n, x) in enumerate(zip(names, xs, strict=True))
         ],
         "outputs": out_meta,
         "out_tree": out_tree,
         "plugins": uses_plugins,
     }
+    if net_shapes is not None:
+        meta["profiles"] = [
+            {n: {"min": list(r[0]), "opt": list(r[1]), "max": list(r[2])} for n, r in zip(names, p, strict=True)}
+            for p in res.profiles
+        ]
     t_load = time.perf_counter()
     module = TRTModule(plan, meta, cuda_graph=cuda_graph)  # NOTE: TRTModule takes bytes-like plans as they are
     t_load = time.perf_counter() - t_load
+    if net_shapes is not None and verify:
+        _verify_dynamic(model, module, d, res, input_names, output_names)
     if timings is not None:
         _timing_cache_save(config, timing_cache)
     stats: dict[str, Any] = {"trace_s": t_trace, "build_s": t_build, "load_s": t_load}
@@ -333,6 +405,66 @@ def convert(
     module.conversion_time_s = time.perf_counter() - t0
     module.conversion_stats = stats
     return module
+
+
+def _hull(ranges: list[_shapes.Range]) -> dict[str, list[int]]:
+    """An input's "min"/"opt"/"max" over all profiles (opt: the first profile's)."""
+    n = len(ranges[0][0])
+    return {
+        "min": [min(r[0][k] for r in ranges) for k in range(n)],
+        "opt": list(ranges[0][1]),
+        "max": [max(r[2][k] for r in ranges) for k in range(n)],
+    }
+
+
+def _add_profiles(builder: Any, config: Any, names: list[str], res: _shapes.Resolved) -> None:
+    for k, prof in enumerate(res.profiles):
+        profile = builder.create_optimization_profile()
+        for name, (mn, op, mx) in zip(names, prof, strict=True):
+            profile.set_shape(name, mn, op, mx)
+        if config.add_optimization_profile(profile) < 0:
+            raise BuildError(f"optimization profile {k} ({prof}) was refused by the builder")
+
+
+def _baked_layers(network: Any) -> list[str]:
+    """Layers whose inputs have a dynamic (-1) dim but whose outputs are fully static: where a
+    traced size was likely baked in."""
+    out = []
+    for i in range(int(network.num_layers)):
+        layer = network.get_layer(i)
+        ins = [layer.get_input(j) for j in range(layer.num_inputs)]
+        dyn = any(t is not None and -1 in tuple(t.shape) for t in ins)
+        outs = [layer.get_output(j) for j in range(layer.num_outputs)]
+        if dyn and outs and all(len(tuple(t.shape)) and -1 not in tuple(t.shape) for t in outs):
+            out.append(f"{layer.name} ({layer.type.name})")
+    return out
+
+
+def _verify_dynamic(
+    model: Any, module: TRTModule, d: NetworkDefinition, res: _shapes.Resolved,
+    input_names: Sequence[str] | None, output_names: Sequence[str] | None,
+) -> None:
+    """Check a dynamic engine at each profile's min and max shapes against eager PyTorch (on the sim:
+    the engine itself when it was built by the sim, else the same network built again there)."""
+    baked = [o["name"] for o in d.out_meta if -1 not in o["shape"]]
+    engine = module
+    if d.backend.name != "sim" or not module.runnable:
+        if d.backend.name != "sim":
+            engine = convert(
+                model, [_shapes.Input(*r, dtype=x.dtype, example=x) for r, x in zip(res.profiles[0], res.examples, strict=True)]
+                if len(res.profiles) == 1 else res.examples,
+                backend="sim", input_names=input_names, output_names=output_names, progress=False,
+                profiles=[[_shapes.Input(*r, dtype=x.dtype) for r, x in zip(p, res.examples, strict=True)]
+                          for p in res.profiles] if len(res.profiles) > 1 else None,
+                verify=False,
+            )
+    try:
+        _shapes.verify(model, engine, res)
+    except ConversionError as e:
+        layers = _baked_layers(d.network)
+        where = f"; layers with a dynamic input and a static output: {', '.join(layers[:5])}" if layers else ""
+        static = f"; outputs with a static shape: {baked}" if baked else ""
+        raise ConversionError(f"{e}{where}{static}") from None
 
 
 def _timing_cache_load(be: Backend, config: Any, path: Any) -> Any:

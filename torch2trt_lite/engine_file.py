@@ -385,7 +385,40 @@ def validate_meta(h: Any, source: str = "<engine>") -> None:
                     raise _bad(source, f"{where}.min/max", f"of the rank of shape {shape}", [lo, hi])
                 if not all(a <= b and (d == -1 or a <= d <= b) for a, b, d in zip(lo, hi, shape, strict=True)):
                     raise _bad(source, f"{where}.min/max", f"min <= shape <= max for shape {shape}", [lo, hi])
+                if "opt" in spec:
+                    op = _dims(source, f"{where}.opt", spec.get("opt"), 0)
+                    if len(op) != len(lo) or not all(a <= o <= b for a, o, b in zip(lo, op, hi, strict=True)):
+                        raise _bad(source, f"{where}.opt", f"min <= opt <= max for min {lo}, max {hi}", op)
+    if "profiles" in h:
+        _validate_profiles(h["profiles"], h["inputs"], source)
     _validate_tree(h.get("out_tree"), len(h["outputs"]), source)
+
+
+MAX_PROFILES = 64
+
+
+def _validate_profiles(profiles: Any, inputs: list[dict[str, Any]], source: str) -> None:
+    """``profiles``: one {input name: {"min", "opt", "max"}} per optimization profile, naming every
+    input, of its rank, with min <= opt <= max within the input's own min/max."""
+    if not isinstance(profiles, list) or not 0 < len(profiles) <= MAX_PROFILES:
+        raise _bad(source, "profiles", f"a list of 1 to {MAX_PROFILES} optimization profiles", profiles)
+    names = [i["name"] for i in inputs]
+    for k, prof in enumerate(profiles):
+        if not isinstance(prof, dict) or sorted(prof) != sorted(names):
+            raise _bad(source, f"profiles[{k}]", f"an object with one range per input {names}", prof)
+        for spec in inputs:
+            r = prof[spec["name"]]
+            where = f"profiles[{k}][{spec['name']!r}]"
+            if not isinstance(r, dict) or sorted(r) != ["max", "min", "opt"]:
+                raise _bad(source, where, "an object of min, opt and max", r)
+            mn, op, mx = (_dims(source, f"{where}.{key}", r[key], 0) for key in ("min", "opt", "max"))
+            if not len(mn) == len(op) == len(mx) == len(spec["min"]) or not all(
+                lo <= a <= b <= c <= hi for lo, a, b, c, hi in zip(spec["min"], mn, op, mx, spec["max"], strict=True)
+            ):
+                raise _bad(
+                    source, where, f"min <= opt <= max of the input's rank, within its min {spec['min']} and "
+                    f"max {spec['max']}", r,
+                )
 
 
 def _validate_tree(root: Any, nleaves: int, source: str) -> None:

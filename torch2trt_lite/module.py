@@ -456,13 +456,22 @@ class TRTModule(torch.nn.Module):
                     f"input '{name}': TensorRT engines take CUDA tensors, got {x.device}; move it with .cuda()"
                 )
             lo, hi = spec["min"], spec["max"]
-            if x.dim() != len(lo) or not all(a <= d <= b for a, d, b in zip(lo, x.shape, hi, strict=True)):
+            if "profiles" in st.meta:
+                pass  # NOTE: checked against every profile below
+            elif x.dim() != len(lo) or not all(a <= d <= b for a, d, b in zip(lo, x.shape, hi, strict=True)):
                 rng = tuple(lo) if lo == hi else f"between {tuple(lo)} and {tuple(hi)}"
                 raise RuntimeExecutionError(
                     f"input '{name}': shape {tuple(x.shape)} is outside the engine's range {rng}; convert with "
                     "an input of this shape (or a dynamic range that covers it)"
                 )
             out.append(x if x.is_contiguous() else x.contiguous())
+        if "profiles" in st.meta and _profile_for(st, out) is None:
+            shapes = ", ".join(f"{i['name']} {tuple(x.shape)}" for i, x in zip(st.inputs, out, strict=True))
+            raise RuntimeExecutionError(
+                f"input shapes {shapes} are outside every optimization profile of the engine: "
+                + "; ".join(f"profile {k}: {_ranges_text(p)}" for k, p in enumerate(st.meta["profiles"]))
+                + ". Call it with shapes within one profile, or convert with a range that covers them"
+            )
         return out
 
     def _context_here(self, st: _Loaded) -> Any:
@@ -501,6 +510,15 @@ class TRTModule(torch.nn.Module):
         be = st.backend
         errors = st.log.errors
         errors.clear()
+        if "profiles" in st.meta:
+            k = _profile_for(st, xs)
+            if k is None:
+                raise RuntimeExecutionError("the input shapes are outside every optimization profile of the engine")
+            if int(getattr(ctx, "active_optimization_profile", 0)) != k:
+                if not ctx.set_optimization_profile_async(k, be.stream_handle(device)):
+                    raise RuntimeExecutionError(
+                        f"selecting optimization profile {k} failed: " + ("; ".join(errors) or "no reason given")
+                    )
         for spec, x in zip(st.inputs, xs, strict=True):
             if not ctx.set_input_shape(spec["name"], tuple(x.shape)):
                 raise RuntimeExecutionError(f"input '{spec['name']}': " + "; ".join(errors))
@@ -696,6 +714,23 @@ class TRTModule(torch.nn.Module):
             return "empty"
         return f"backend={self.backend}, trt={self._meta.get('trt_version')}, inputs={self.input_names}, " \
                f"outputs={self.output_names}, layers={self.num_layers}"
+
+
+def _profile_for(st: _Loaded, xs: list[torch.Tensor]) -> int | None:
+    """The index of the first optimization profile whose ranges cover the shapes of ``xs``."""
+    for k, prof in enumerate(st.meta["profiles"]):
+        if all(
+            x.dim() == len(prof[i["name"]]["min"]) and all(
+                a <= d <= b for a, d, b in zip(prof[i["name"]]["min"], x.shape, prof[i["name"]]["max"], strict=True)
+            )
+            for i, x in zip(st.inputs, xs, strict=True)
+        ):
+            return k
+    return None
+
+
+def _ranges_text(prof: dict[str, Any]) -> str:
+    return ", ".join(f"{n} {tuple(r['min'])}..{tuple(r['max'])}" for n, r in prof.items())
 
 
 class _Graph:

@@ -192,9 +192,8 @@ class Unsupported:
         return f"{self.op} at {where} ({self.location}): {self.reason}"
 
 
-# Calls that read a tensor's values into Python (by name for the guard; the functions for _ValueReads)
+# Calls that read a tensor's values into Python (by name for the guard; patched for converters: _value_read)
 _VALUE_READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy", "__array__"})
-_VALUE_READ_FUNCS = frozenset(getattr(torch.Tensor, n) for n in _VALUE_READS)
 
 
 class _Guard(TorchFunctionMode):
@@ -232,27 +231,33 @@ class _Guard(TorchFunctionMode):
         return out
 
 
-class _ValueReads(TorchFunctionMode):
-    """Active while a converter runs: a converter that reads the value of a traced tensor argument
-    (``int(start)``, ``slice.indices``, ``.item()`` of a 0-D tensor computed from the inputs) would
-    freeze it into the engine. That is refused like the same read in the model's own code."""
+def _value_read(original: Any) -> Any:
+    """The patched form of a value-read method of ``torch.Tensor`` (``item``, ``__int__``, ...): while
+    a converter runs, reading the value of a traced tensor (``int(start)``, ``slice.indices``,
+    ``.item()`` of a 0-D tensor computed from the inputs) would freeze it into the engine. That is
+    refused like the same read in the model's own code.
 
-    def __init__(self, tracer: Tracer, qualname: str) -> None:
-        super().__init__()
-        self.tracer, self.qualname = tracer, qualname
+    NOTE: patched methods, not a TorchFunctionMode around each converter: a mode costs a Python
+    call on every torch call a converter makes (thousands per model), these cost nothing there."""
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        # NOTE: every torch call a converter makes passes here: an identity test first, names are slower
-        if func in _VALUE_READ_FUNCS and args and isinstance(args[0], torch.Tensor) and (
-            self.tracer.ctx.is_traced(args[0])
+    @functools.wraps(original)
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tracer = _ACTIVE.get()
+        if tracer is not None and tracer.converting is not None and isinstance(self, torch.Tensor) and (
+            tracer.ctx.is_traced(self)
         ):
-            self.tracer.unsupported(
-                self.qualname,
+            tracer.unsupported(
+                tracer.converting,
                 "an argument of this call is a tensor computed from the inputs where a Python number is "
                 "needed (its value would be frozen into the engine as a constant)",
             )
-        return func(*args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    return read
+
+
+# (attr, original, wrapper): built once, patched on torch.Tensor with the registered targets
+_VALUE_READ_PATCHES = tuple((n, getattr(torch.Tensor, n), _value_read(getattr(torch.Tensor, n))) for n in sorted(_VALUE_READS))
 
 
 class Tracer:
@@ -270,6 +275,7 @@ class Tracer:
         self.model = model
         self.collect = collect  # check mode: record unsupported calls instead of raising
         self.busy = False
+        self.converting: str | None = None  # qualname of the call whose converter runs (value reads)
         self.scope: list[str] = []
         self.problems: list[Unsupported] = []
         self._traced_ids: Callable[[Any], bool] = ctx.is_traced
@@ -376,6 +382,14 @@ class Tracer:
                     _ORIGINALS[id(new)] = record
                 _PATCHES.append((owner, attr, original, had))
                 setattr(owner, attr, new)
+        owner = torch.Tensor
+        for attr, source, new in _VALUE_READ_PATCHES:
+            had = attr in vars(owner)
+            original = vars(owner)[attr] if had else getattr(owner, attr)
+            if original is not source:  # a registered target (patched above) or changed since import
+                continue
+            _PATCHES.append((owner, attr, original, had))
+            setattr(owner, attr, new)
 
     def _uninstall(self) -> None:
         """Stop counting this tracer as a user; restore torch when it was the last. Idempotent."""
@@ -390,19 +404,23 @@ class Tracer:
     def _install_hooks(self) -> None:
         if self.model is None:
             return
-        for name, mod in self.model.named_modules():
-            path = name
+        # NOTE: one global hook pair looking the module up, not two hooks per module: registering
+        # and removing hundreds of hooks cost more than the rest of tracing a small model's call.
+        paths = {id(mod): name for name, mod in self.model.named_modules()}
+        scope = self.scope
 
-            def pre(m: Any, a: Any, p: str = path) -> None:
-                if _ACTIVE.get() is self:
-                    self.scope.append(p)
+        def pre(m: Any, a: Any) -> None:
+            p = paths.get(id(m))
+            if p is not None and _ACTIVE.get() is self:
+                scope.append(p)
 
-            def post(m: Any, a: Any, o: Any, p: str = path) -> None:
-                if _ACTIVE.get() is self and self.scope and self.scope[-1] == p:
-                    self.scope.pop()
+        def post(m: Any, a: Any, o: Any) -> None:
+            p = paths.get(id(m))
+            if p is not None and _ACTIVE.get() is self and scope and scope[-1] == p:
+                scope.pop()
 
-            self._hooks.append(mod.register_forward_pre_hook(pre))
-            self._hooks.append(mod.register_forward_hook(post))
+        self._hooks.append(torch.nn.modules.module.register_module_forward_pre_hook(pre))
+        self._hooks.append(torch.nn.modules.module.register_module_forward_hook(post))
 
     @contextmanager
     def activate(self) -> Iterator[Tracer]:
@@ -469,8 +487,11 @@ class Tracer:
             return
         before = ctx.num_layers()
         try:
-            with _ValueReads(self, record.qualname):
+            self.converting = record.qualname
+            try:
                 result = record.converter(ctx, call)
+            finally:
+                self.converting = None
         except Torch2TRTError as e:
             if isinstance(e, UnsupportedOperatorError):
                 raise

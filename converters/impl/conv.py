@@ -202,19 +202,20 @@ def fold_affine(ctx: ConversionContext, it: Any, scale: torch.Tensor, shift: tor
         return None
     # NOTE: scale and shift are computed in float64 by the caller; the kernel is scaled in float32
     # (one rounding per weight), which keeps folding cheap for large convolutions.
+    # NOTE: few torch calls: each one a converter makes passes the tracer's value-read mode.
     w = rec.weight.detach()
     sc, sh = scale.detach().double().reshape(-1), shift.detach().double().reshape(-1)
-    sc32 = sc.float()
     k = w.shape[2:]
     if rec.transposed:
         g = rec.groups
         cin, per = w.shape[0], w.shape[1]
         w_shape: tuple[int, ...] = (g, cin // g, per, *k)
-        sc_view = sc32.reshape(g, 1, per, *([1] * len(k)))
+        sc_view = sc.float().reshape(g, 1, per, *([1] * len(k)))
+        wv = w.reshape(w_shape)
     else:
         w_shape = tuple(w.shape)
-        sc_view = sc32.reshape(-1, *([1] * (w.dim() - 1)))
-    wv = w.reshape(w_shape)
+        sc_view = sc.float().reshape(-1, *([1] * (w.dim() - 1)))
+        wv = w
 
     def fill(out: torch.Tensor) -> None:  # NOTE: the same fp32 products as folding eagerly
         ov = out.view(w_shape)
@@ -223,7 +224,7 @@ def fold_affine(ctx: ConversionContext, it: Any, scale: torch.Tensor, shift: tor
         else:
             ov.copy_(wv.float() * sc_view)
 
-    b = rec.bias.detach().double() * sc + sh if rec.bias is not None else sh
+    b = torch.addcmul(sh, rec.bias.detach().double(), sc) if rec.bias is not None else sh
     kernel_shape = (*w.shape, 1) if w.dim() == 3 else tuple(w.shape)  # conv1d runs as a 2D convolution
     # On the sim the folded kernel is computed straight into the plan when it is built (no copy).
     rec.layer.kernel = ctx.deferred_weights(kernel_shape, rec.dtype, fill)

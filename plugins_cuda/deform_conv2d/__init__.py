@@ -13,11 +13,6 @@ from typing import Any
 
 import torch
 
-try:
-    import torchvision
-except ImportError:  # NOTE: the plugin itself (sim reference, kernel) works without torchvision
-    torchvision = None
-
 from torch2trt_lite.errors import PluginError
 from torch2trt_lite.plugins.api import (
     I32,
@@ -352,7 +347,9 @@ PLUGIN = declare_plugin(
         launch=launch,
         workspace=workspace,
     ),
-    targets=(torchvision.ops.deform_conv2d, torchvision.ops.DeformConv2d) if torchvision is not None else (),
+    # NOTE: by name, registered once torchvision is imported (importing it here costs seconds); the
+    # plugin itself (sim reference, kernel) works without torchvision
+    targets=("torchvision.ops.deform_conv.deform_conv2d", "torchvision.ops.deform_conv.DeformConv2d"),
     bind=_bind,
     doc="Deformable 2-D convolution (torchvision.ops.deform_conv2d).",
 )

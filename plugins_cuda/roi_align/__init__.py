@@ -13,11 +13,6 @@ from typing import Any
 
 import torch
 
-try:
-    import torchvision
-except ImportError:  # NOTE: the plugin itself (sim reference, kernel) works without torchvision
-    torchvision = None
-
 from torch2trt_lite.errors import ConversionError, PluginError
 from torch2trt_lite.plugins.api import (
     F32,
@@ -41,7 +36,9 @@ from torch2trt_lite.plugins.api import (
     float_attr,
     int_attr,
     ints_attr,
+    register_targets,
 )
+from torch2trt_lite.registry import when_imported
 
 KERNEL = Path(__file__).with_name("kernel.cu")
 THREADS = 256
@@ -293,8 +290,6 @@ _OP = "torch.ops.torchvision.roi_align"
 def _op_targets() -> tuple[str, ...]:
     """The torchvision op (packet and overload), registered by name: a model that bound
     ``torchvision.ops.roi_align`` before ``convert`` calls the original function, which calls the op."""
-    if torchvision is None:
-        return ()
     try:
         torch.ops.torchvision.roi_align.default  # noqa: B018 (present when torchvision's C++ ops loaded)
     except (AttributeError, RuntimeError):
@@ -326,7 +321,9 @@ PLUGIN = declare_plugin(
         workspace=workspace,
         options=("--fmad=false",),
     ),
-    targets=(torchvision.ops.roi_align, torchvision.ops.RoIAlign, *_op_targets()) if torchvision is not None else (),
+    # NOTE: by name, registered once torchvision is imported (importing it here costs seconds; the op
+    # targets with it, in _register_torchvision); the plugin itself works without torchvision
+    targets=("torchvision.ops.roi_align.roi_align", "torchvision.ops.roi_align.RoIAlign"),
     bind=bind,
     convert=convert,
     doc="RoIAlign (torchvision.ops.roi_align).",
@@ -383,10 +380,15 @@ def convert_multiscale(ctx: Any, call: Any) -> Any:
     return out
 
 
-if torchvision is not None:
+def _register_torchvision() -> None:
+    """The converters that need torchvision loaded: its C++ op and MultiScaleRoIAlign."""
     from torch2trt_lite.registry import converter as _converter
 
-    _converter(torchvision.ops.MultiScaleRoIAlign)(convert_multiscale)
+    register_targets(PLUGIN, _op_targets())
+    _converter("torchvision.ops.poolers.MultiScaleRoIAlign")(convert_multiscale)
+
+
+when_imported("torchvision", _register_torchvision)
 
 
 def variant(layout: str) -> PluginDef:

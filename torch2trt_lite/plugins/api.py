@@ -629,11 +629,27 @@ def declare_plugin(
             raise PluginError(f"{pdef.label} is already declared; pass replace=True to redefine it")
         _PLUGINS[pdef.key] = pdef
         listeners = list(_LISTENERS)
-    for t in pdef.targets:
-        _register_converter(pdef, t, replace)
+    register_targets(pdef, pdef.targets, replace)
     for fn in listeners:
         fn(pdef)
     return pdef
+
+
+def register_targets(pdef: PluginDef, targets: Sequence[Any], replace: bool = False) -> None:
+    """Register the plugin converter of ``pdef`` for each of ``targets``. A target given by dotted
+    name whose top-level package is not imported yet (``"torchvision.ops.roi_align.roi_align"``) is
+    registered once the user imports that package (``registry.when_imported``): declaring a plugin
+    never imports a heavy optional package itself."""
+    import sys
+
+    from .. import registry  # NOTE: imported here: the registry may import converters that declare plugins
+
+    for t in targets:
+        root = t.split(".", 1)[0] if isinstance(t, str) else ""
+        if root and root not in sys.modules:
+            registry.when_imported(root, functools.partial(_register_converter, pdef, t, replace))
+        else:
+            _register_converter(pdef, t, replace)
 
 
 def get_plugin(name: str, version: str, namespace: str = DEFAULT_NAMESPACE) -> PluginDef:
@@ -788,6 +804,10 @@ def create_backend_plugin(trt: Any, backend_name: str, pdef: PluginDef, attrs: A
 def _register_converter(pdef: PluginDef, target: Any, replace: bool) -> None:
     from .. import registry  # NOTE: imported here: the registry may import converters that declare plugins
 
+    where: Any = target
+    if isinstance(target, str) and not target.startswith("torch.ops."):
+        target = registry.resolve_target(target)[3]  # the object: binders tell modules from functions
+
     def convert(ctx: Any, call: Any) -> Any:
         if pdef.convert is not None:
             return pdef.convert(ctx, call, pdef)
@@ -808,9 +828,8 @@ def _register_converter(pdef: PluginDef, target: Any, replace: bool) -> None:
 
     convert.__name__ = convert.__qualname__ = f"convert_plugin_{pdef.name}"
     convert.__doc__ = f"Converts calls of {getattr(target, '__qualname__', target)!r} to {pdef.label}."
-    where: Any = target
     init_fn = getattr(target, "_init_fn", None)
-    if type(target).__name__ == "CustomOpDef" and init_fn is not None:
+    if not isinstance(where, str) and type(target).__name__ == "CustomOpDef" and init_fn is not None:
         # NOTE: a torch.library.custom_op object has no __name__; the registry patches it where it
         # was defined, by dotted name (the decorator rebinds the function's name to the op object).
         where = f"{init_fn.__module__}.{init_fn.__name__}"
