@@ -236,6 +236,17 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_model_arguments(s: argparse.ArgumentParser) -> None:
+    """The model and its example inputs, as every subcommand that runs a model takes them."""
+    s.add_argument("model", help=MODEL_SPECS)
+    s.add_argument("--shape", action="append", required=True, help="input shape, e.g. 1x3x224x224 (repeat per input)")
+    s.add_argument("--dtype", action="append", choices=sorted(_DTYPES),
+                   help="input dtype: once for every input, or once per --shape in order (default float32; "
+                   "float16/bfloat16 also cast the model)")
+    s.add_argument("--high", type=int, default=100, help="integer inputs are drawn from [0, HIGH) (default 100)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the random example inputs (default 0)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="torch2trt-lite",
@@ -246,13 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     helps = {"convert": "convert a model and write its engine file", "check": "list the calls no converter handles"}
     for name, fn in (("convert", cmd_convert), ("check", cmd_check)):
         s = sub.add_parser(name, help=helps[name], description=helps[name])
-        s.add_argument("model", help=MODEL_SPECS)
-        s.add_argument("--shape", action="append", required=True, help="input shape, e.g. 1x3x224x224 (repeat per input)")
-        s.add_argument("--dtype", action="append", choices=sorted(_DTYPES),
-                       help="input dtype: once for every input, or once per --shape in order (default float32; "
-                       "float16/bfloat16 also cast the model)")
-        s.add_argument("--high", type=int, default=100, help="integer inputs are drawn from [0, HIGH) (default 100)")
-        s.add_argument("--seed", type=int, default=0, help="seed of the random example inputs (default 0)")
+        add_model_arguments(s)
         if name == "convert":
             s.add_argument("--backend", default="auto", choices=["auto", "sim", "tensorrt", "tensorrt-rtx"],
                            help="engine backend (default auto: TensorRT, else TensorRT-RTX, on a GPU; else the sim)")

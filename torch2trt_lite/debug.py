@@ -353,17 +353,11 @@ def compare(
 # ------------------------------------------------------------------------------------ CLI
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``compare`` subcommand to ``subparsers`` (of ``argparse``'s ``add_subparsers``)."""
-    from .cli import _DTYPES, MODEL_SPECS
+    from .cli import add_model_arguments
 
     text = "compare every intermediate tensor of the engine with PyTorch's, and name the first that drifts"
     s: argparse.ArgumentParser = subparsers.add_parser("compare", help=text, description=text)
-    s.add_argument("model", help=MODEL_SPECS)
-    s.add_argument("--shape", action="append", required=True, help="input shape, e.g. 1x3x224x224 (repeat per input)")
-    s.add_argument("--dtype", action="append", choices=sorted(_DTYPES),
-                   help="input dtype: once for every input, or once per --shape in order (default float32; "
-                   "float16/bfloat16 also cast the model)")
-    s.add_argument("--high", type=int, default=100, help="integer inputs are drawn from [0, HIGH) (default 100)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the random example inputs (default 0)")
+    add_model_arguments(s)
     s.add_argument("--backend", default="auto", choices=["auto", "sim", "tensorrt", "tensorrt-rtx"],
                    help="engine backend (default auto: TensorRT, else TensorRT-RTX, on a GPU; else the sim); "
                    "real backends need a GPU to run the engine")
