@@ -212,3 +212,12 @@ def test_timing_cache_written_and_reused_on_rtx(tmp_path: pathlib.Path, caplog: 
     assert t.backend == "tensorrt-rtx" and path.stat().st_size > 0
     assert len(path.read_bytes()) >= len(first) // 2
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+def test_cache_hit_keeps_cuda_graph_option(tmp_path: Any) -> None:
+    """cuda_graph= reaches the module of a cache hit too (the sim refuses it, as on a miss)."""
+    model = torch.nn.ReLU().eval()
+    x = torch.randn(2, 3)
+    torch2trt_lite.convert(model, [x], backend="sim", cache_dir=tmp_path)
+    with pytest.raises(torch2trt_lite.Torch2TRTError, match="CUDA graphs need a real TensorRT backend"):
+        torch2trt_lite.convert(model, [x], backend="sim", cache_dir=tmp_path, cuda_graph=True)

@@ -214,14 +214,14 @@ def entry_path(cache_dir: str | os.PathLike[str], cache_key: str) -> str:
     return os.path.join(folder, f"{cache_key}.engine")
 
 
-def lookup(path: str, backend: str, input_names: Sequence[str]) -> Any:
+def lookup(path: str, backend: str, input_names: Sequence[str], *, cuda_graph: bool = False) -> Any:
     """The cached TRTModule at ``path``, or None (no entry, or a bad one: removed, with a warning)."""
     from .module import TRTModule
 
     if not os.path.exists(path):
         return None
     try:
-        module = TRTModule.load(path)
+        module = TRTModule.load(path, cuda_graph=cuda_graph)
         meta = module.metadata
         if meta.get("backend") != backend or [i["name"] for i in meta.get("inputs", [])] != list(input_names):
             raise EngineFileError(f"{path}: the entry is for another backend or other inputs than its name says")

@@ -325,7 +325,7 @@ def convert(
         entry = _cache.entry_path(cache_dir, _cache.key(model, xs, names0, options, be))
         t_key = time.perf_counter() - t_key
         t_load = time.perf_counter()
-        found = _cache.lookup(entry, be.name, names0)
+        found = _cache.lookup(entry, be.name, names0, cuda_graph=cuda_graph)
         if found is not None:
             t_load = time.perf_counter() - t_load
             _cache._count("hits")
