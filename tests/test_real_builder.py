@@ -32,6 +32,7 @@ import pytest
 import torch
 
 import torch2trt_lite
+from torch2trt_lite.convert import network_layers
 from torch2trt_lite.errors import Torch2TRTError
 
 rtx = pytest.importorskip("tensorrt_rtx", reason="the real-builder tier needs TensorRT-RTX: pip install -e '.[rtx]'")
@@ -212,16 +213,6 @@ CONFORMANCE_RTX_REFUSES: dict[str, str] = {
 }
 
 
-def _network_layers(network: Any) -> list[tuple[str, str, list[tuple[tuple[int, ...], str]]]]:
-    out = []
-    for i in range(network.num_layers):
-        layer = network.get_layer(i)
-        outs = [layer.get_output(j) for j in range(layer.num_outputs)]
-        out.append((str(layer.name), str(layer.type.name),
-                    [(tuple(int(d) for d in t.shape), str(t.dtype.name)) for t in outs]))
-    return out
-
-
 @pytest.mark.parametrize("case", _conformance())
 def test_conformance_network_on_real_builder(case: dict[str, Any]) -> None:
     from tests import test_conformance
@@ -229,8 +220,8 @@ def test_conformance_network_on_real_builder(case: dict[str, Any]) -> None:
     _, sim_refs = test_conformance.replay_network(case)
     logger = _quiet_logger(rtx)
     real_refs = replay_on(rtx, case, logger)
-    sim = Verdict(sim_refs["plan"] is not None, "", _network_layers(sim_refs["network"]))
-    real = Verdict(real_refs["plan"] is not None, "; ".join(logger.errors), _network_layers(real_refs["network"]))
+    sim = Verdict(sim_refs["plan"] is not None, "", network_layers(sim_refs["network"]))
+    real = Verdict(real_refs["plan"] is not None, "; ".join(logger.errors), network_layers(real_refs["network"]))
     bad = layer_mismatches(sim, real)
     assert not bad, "layer shapes/dtypes differ:\n" + "\n".join(bad[:20])
     cid = case["id"]

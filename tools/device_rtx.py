@@ -39,6 +39,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import platform
 import statistics
@@ -71,42 +72,22 @@ TRT_LOG: list[dict[str, str]] = []
 _current_step = ["-"]
 
 
-class _RecordingLogger:
-    """Stands in for torch2trt_lite's _CapturingLogger: keeps its ``errors`` and also records every
-    error and warning into TRT_LOG, tagged with the step that was running."""
+class _RecordingHandler(logging.Handler):
+    """Records every error and warning TensorRT logs (torch2trt-lite forwards them to the logger
+    ``torch2trt_lite.tensorrt``) into TRT_LOG, tagged with the step that was running."""
 
-    def __init__(self, trt: Any) -> None:
-        base = trt.ILogger
-        warning = int(trt.ILogger.Severity.WARNING)
-        error = int(trt.ILogger.Severity.ERROR)
-
-        class Logger(base):  # type: ignore[misc, valid-type]
-            def __init__(self) -> None:
-                base.__init__(self)
-                self.errors: list[str] = []
-
-            def log(self, severity: Any, msg: str) -> None:
-                sev = int(severity)
-                if sev <= warning:
-                    TRT_LOG.append({"step": _current_step[0], "severity": str(getattr(severity, "name", sev)),
-                                    "msg": str(msg)[:MAX_MSG]})
-                if sev <= error:
-                    self.errors.append(str(msg))
-
-        self.logger = Logger()
-
-    @property
-    def errors(self) -> list[str]:
-        return self.logger.errors  # type: ignore[no-any-return]
+    def emit(self, record: logging.LogRecord) -> None:
+        TRT_LOG.append({"step": _current_step[0], "severity": record.levelname, "msg": record.getMessage()[:MAX_MSG]})
 
 
 def _install_log_capture() -> str:
-    # NOTE: not `import torch2trt_lite.convert as m`: the package's convert() function shadows the module
-    for mod in (importlib.import_module("torch2trt_lite.convert"), importlib.import_module("torch2trt_lite.module")):
-        if not hasattr(mod, "_CapturingLogger"):
-            return f"not installed: {mod.__name__} has no _CapturingLogger (exception messages still carry its errors)"
-        mod._CapturingLogger = _RecordingLogger  # type: ignore[attr-defined]
-    return "errors and warnings of every builder and runtime"
+    # NOTE: TensorRT keeps the first logger of a process, so the messages are taken where torch2trt-lite's
+    # one shared logger hands them to Python logging, not by a logger of our own
+    trt_log = logging.getLogger("torch2trt_lite.tensorrt")
+    trt_log.addHandler(_RecordingHandler(logging.WARNING))
+    if trt_log.getEffectiveLevel() > logging.WARNING:
+        trt_log.setLevel(logging.WARNING)
+    return "errors and warnings of every builder and runtime (logger torch2trt_lite.tensorrt)"
 
 
 # --------------------------------------------------------------------------------- the report

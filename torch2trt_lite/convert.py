@@ -18,10 +18,10 @@ from . import __version__
 from . import cache as _cache
 from . import progress as _progress
 from . import shapes as _shapes
-from .backends import Backend, get_backend
+from .backends import Backend, CapturingLogger, get_backend
 from .context import CheckContext, ConversionContext
 from .errors import BuildError, ConversionError, Torch2TRTError
-from .module import FORMAT, TRTModule, _CapturingLogger, dtype_name, encode_tree
+from .module import FORMAT, TRTModule, dtype_name, encode_tree
 from .tracer import Tracer, Unsupported
 
 _log = logging.getLogger("torch2trt_lite")
@@ -132,16 +132,21 @@ class NetworkDefinition:
 
     def layers(self) -> list[tuple[str, str, list[tuple[tuple[int, ...], str]]]]:
         """(name, LayerType name, [(shape, dtype name) of each output]) of every layer."""
-        net = self.network
-        out = []
-        for i in range(net.num_layers):
-            layer = net.get_layer(i)
-            outs = [layer.get_output(j) for j in range(layer.num_outputs)]
-            out.append((
-                str(layer.name), str(layer.type.name),
-                [(tuple(int(d) for d in t.shape), str(t.dtype.name)) for t in outs],
-            ))
-        return out
+        return network_layers(self.network)
+
+
+def network_layers(network: Any) -> list[tuple[str, str, list[tuple[tuple[int, ...], str]]]]:
+    """(name, LayerType name, [(shape, dtype name) of each output]) of every layer of a network of
+    any backend (TensorRT infers shapes and dtypes while the network is defined)."""
+    out = []
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        outs = [layer.get_output(j) for j in range(layer.num_outputs)]
+        out.append((
+            str(layer.name), str(layer.type.name),
+            [(tuple(int(d) for d in t.shape), str(t.dtype.name)) for t in outs],
+        ))
+    return out
 
 
 def define_network(
@@ -172,6 +177,10 @@ def _input_names(input_names: Sequence[str] | None, res: _shapes.Resolved) -> li
     return [n if n is not None else f"input_{i}" for i, n in enumerate(res.names)]
 
 
+def _default_names(input_names: Sequence[str] | None, n: int) -> list[str]:
+    return list(input_names) if input_names is not None else [f"input_{i}" for i in range(n)]
+
+
 def _net_shapes(res: _shapes.Resolved) -> list[tuple[int, ...]] | None:
     """Each network input's shape (-1 in the dims a profile lets vary); None when all are static."""
     if not res.dynamic:
@@ -184,11 +193,11 @@ def _define(
     output_names: Sequence[str] | None, context_cls: type[ConversionContext] = ConversionContext,
     net_shapes: list[tuple[int, ...]] | None = None,
 ) -> NetworkDefinition:
-    names = list(input_names) if input_names is not None else [f"input_{i}" for i in range(len(xs))]
+    names = _default_names(input_names, len(xs))
     if len(names) != len(xs) or len(set(names)) != len(names):
         raise Torch2TRTError(f"input_names must be {len(xs)} distinct names, got {names}")
     trt = be.trt
-    logger = _CapturingLogger(trt)
+    logger = CapturingLogger(trt)
     builder = trt.Builder(logger.logger)
     network = builder.create_network(be.network_flags())
     ctx = context_cls(network, trt, be.name, has_plugins=be.has_plugins)
@@ -312,7 +321,7 @@ def convert(
     monitor = _progress.resolve(progress)
     entry = None
     if cache_dir is not None:
-        names0 = list(input_names) if input_names is not None else [f"input_{i}" for i in range(len(xs))]
+        names0 = _default_names(input_names, len(xs))
         options = {
             "max_workspace_size": workspace,
             "compute_capabilities": [str(c.name) for c in targets],
@@ -448,16 +457,13 @@ def _verify_dynamic(
     the engine itself when it was built by the sim, else the same network built again there)."""
     baked = [o["name"] for o in d.out_meta if -1 not in o["shape"]]
     engine = module
-    if d.backend.name != "sim" or not module.runnable:
-        if d.backend.name != "sim":
-            engine = convert(
-                model, [_shapes.Input(*r, dtype=x.dtype, example=x) for r, x in zip(res.profiles[0], res.examples, strict=True)]
-                if len(res.profiles) == 1 else res.examples,
-                backend="sim", input_names=input_names, output_names=output_names, progress=False,
-                profiles=[[_shapes.Input(*r, dtype=x.dtype) for r, x in zip(p, res.examples, strict=True)]
-                          for p in res.profiles] if len(res.profiles) > 1 else None,
-                verify=False,
-            )
+    if d.backend.name != "sim":  # NOTE: the same network built on the sim, which runs here
+        engine = convert(
+            model, res.examples, backend="sim", input_names=input_names, output_names=output_names, progress=False,
+            profiles=[[_shapes.Input(*r, dtype=x.dtype) for r, x in zip(p, res.examples, strict=True)]
+                      for p in res.profiles],
+            verify=False,
+        )
     try:
         _shapes.verify(model, engine, res)
     except ConversionError as e:

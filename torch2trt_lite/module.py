@@ -157,9 +157,6 @@ def decode_tree(spec: Any, leaves: list[torch.Tensor]) -> Any:
     raise EngineFileError(f"engine metadata: unknown output structure node {spec!r}")
 
 
-_CapturingLogger = CapturingLogger  # NOTE: the old name, used by convert and tools
-
-
 def _backend_for(meta: dict[str, Any]) -> Backend:
     name = meta.get("backend")
     if name == "sim":
@@ -200,7 +197,7 @@ _FOREIGN = (
 class _Loaded:
     """One engine as a TRTModule holds it: swapped in whole (``load_state_dict`` is atomic)."""
 
-    def __init__(self, plan: bytes | bytearray, meta: dict[str, Any], backend: Backend, log: _CapturingLogger,
+    def __init__(self, plan: bytes | bytearray, meta: dict[str, Any], backend: Backend, log: CapturingLogger,
                  runtime: Any, engine: Any, context: Any, sha256: str | None) -> None:
         self.plan, self.meta, self.backend, self.log = plan, meta, backend, log
         self.runtime, self.engine, self.context = runtime, engine, context
@@ -239,7 +236,7 @@ def _prepare(plan: Any, meta: Any, verified: bool = False, source: str = "TRTMod
                 f"hashes to {got[:16]}...; the plan is corrupt or belongs to other metadata"
             )
     backend = _backend_for(meta)
-    log = _CapturingLogger(backend.trt)
+    log = CapturingLogger(backend.trt)
     runtime = engine = context = None
     if backend.can_run():
         if backend.name == "tensorrt" and meta.get("plugins"):
@@ -340,12 +337,8 @@ class TRTModule(torch.nn.Module):
             )
 
     # ---------------------------------------------------------------------------- setup
-    def _setup(self, plan: bytes | bytearray, meta: dict[str, Any]) -> None:
-        self._check_graph_backend(meta)
-        self._install(_prepare(plan, meta))
-
     def _install(self, st: _Loaded) -> None:
-        self._check_graph_backend(st.meta)
+        """Make ``st`` the engine (its callers refused ``cuda_graph`` on a sim engine before preparing it)."""
         self._st = st
         self._tls.state, self._tls.ctx = st, st.context
         self._tls.graph = None
@@ -456,9 +449,9 @@ class TRTModule(torch.nn.Module):
                     f"input '{name}': TensorRT engines take CUDA tensors, got {x.device}; move it with .cuda()"
                 )
             lo, hi = spec["min"], spec["max"]
-            if "profiles" in st.meta:
-                pass  # NOTE: checked against every profile below
-            elif x.dim() != len(lo) or not all(a <= d <= b for a, d, b in zip(lo, x.shape, hi, strict=True)):
+            if "profiles" not in st.meta and (  # NOTE: with profiles, checked against each of them below
+                x.dim() != len(lo) or not all(a <= d <= b for a, d, b in zip(lo, x.shape, hi, strict=True))
+            ):
                 rng = tuple(lo) if lo == hi else f"between {tuple(lo)} and {tuple(hi)}"
                 raise RuntimeExecutionError(
                     f"input '{name}': shape {tuple(x.shape)} is outside the engine's range {rng}; convert with "

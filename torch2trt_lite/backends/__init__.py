@@ -231,14 +231,15 @@ class CapturingLogger:
             self.logger = shared
 
 
-_SHARED_LOGGERS: dict[int, Any] = {}
+_SHARED_LOGGERS: dict[str, Any] = {}  # module name -> its shared ILogger
 _SHARED_LOCK = threading.Lock()
 
 
 def _shared_logger(trt: Any) -> Any:
+    """The one logger of the real module ``trt`` (``tensorrt`` or ``tensorrt_rtx``), made on first use."""
     with _SHARED_LOCK:
-        found = _SHARED_LOGGERS.get(id(trt))
-        if found is None:
+        shared = _SHARED_LOGGERS.get(trt.__name__)
+        if shared is None:
             sinks: weakref.WeakSet[CapturingLogger] = weakref.WeakSet()
 
             def current() -> list[CapturingLogger]:
@@ -246,11 +247,9 @@ def _shared_logger(trt: Any) -> Any:
                 mine = [s for s in live if s._thread == threading.get_ident()]
                 return mine or live
 
-            found = _make_logger(trt, current)
-            found.sinks = sinks
-            _SHARED_LOGGERS[id(trt)] = (trt, found)  # NOTE: the module is kept too, so its id stays unique
-            return found
-        return found[1]
+            shared = _SHARED_LOGGERS[trt.__name__] = _make_logger(trt, current)
+            shared.sinks = sinks
+        return shared
 
 
 def _make_logger(trt: Any, sinks: Any) -> Any:
