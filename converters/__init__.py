@@ -20,3 +20,6 @@ from . import attention  # noqa: F401
 from . import embedding  # noqa: F401
 from . import recurrent  # noqa: F401
 from . import zoo_transformers  # noqa: F401
+from . import quantization  # noqa: F401
+from . import accumulate  # noqa: F401
+from . import assertions  # noqa: F401

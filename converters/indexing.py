@@ -10,6 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext, ConverterRefusal
 from torch2trt_lite.errors import ConversionError
 from torch2trt_lite.registry import Call, converter
@@ -195,7 +196,12 @@ def convert_take_along_dim(ctx: ConversionContext, call: Call) -> Any:
 def convert_take(ctx: ConversionContext, call: Call) -> Any:
     x, index = call.arg(0, "input"), call.arg(1, "index")
     flat = S.flatten(ctx, ctx.itensor(x), 0, -1) if x.dim() else S.reshape(ctx, ctx.itensor(x), (1,))
-    idx = I._wrap_index(ctx, index, x.numel())
+    n: Any = x.numel()
+    if Y.dynamic(ctx):  # the element count of a tensor with dynamic dims (negative indices wrap by it)
+        n = 1
+        for d in Y.sizes_of(ctx, x):
+            n = n * d
+    idx = I._wrap_index(ctx, index, n)
     return ctx.network.add_gather(flat, idx, 0).get_output(0)
 
 

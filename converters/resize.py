@@ -7,6 +7,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter
 
@@ -45,9 +46,17 @@ def convert_interpolate(ctx: ConversionContext, call: Call) -> Any:
     recompute = call.arg(5, "recompute_scale_factor", None)
     it = ctx.itensor(x)
     n = x.dim() - 2
-    out_shape = tuple(call.output.shape)
-    if mode == "area":
-        return pooling.adaptive_pool(ctx, it, "AVERAGE", out_shape[2:], call.output.dtype)
+    out_shape: Any = tuple(call.output.shape)
+    if mode == "area":  # adaptive average pooling to the spatial sizes (refused there when dynamic)
+        spatial = out_shape[2:] if size is None else (list(size) if isinstance(size, (list, tuple)) else [size] * n)
+        return pooling.adaptive_pool(ctx, it, "AVERAGE", spatial, call.output.dtype)
+    if Y.dynamic(ctx) and (-1 in tuple(it.shape) or Y.has_sym(size)):
+        # NOTE: dynamic shapes: the leading dims copied from the input, the spatial ones as given
+        if size is None and recompute:
+            Y.refuse("interpolate", Y.sizes_of(ctx, x)[2:], "recompute_scale_factor needs the spatial sizes' values")
+        spatial = out_shape[2:] if size is None else (list(size) if isinstance(size, (list, tuple)) else [size] * n)
+        out_shape = S.dims_tensor(ctx, it, [S.Copy(0), S.Copy(1), *spatial]) if (
+            Y.has_sym(spatial) or -1 in tuple(it.shape)[:2]) else (*out_shape[:2], *spatial)
     scales = None
     if size is None and scale is not None and not recompute:
         scales = [float(s) for s in (scale if isinstance(scale, (list, tuple)) else [scale] * n)]

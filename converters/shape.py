@@ -11,26 +11,29 @@ from typing import Any
 
 import torch
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.errors import ConversionError
 from torch2trt_lite.registry import Call, converter, register_table
 
 from .elementwise import no_out
 from .impl import elementwise as E
+from .impl import indexing as I
 from .impl import shape as S
 
 T = torch.Tensor
 
 
 def _sizes(call: Call, start: int, name: str) -> list[int]:
-    """Sizes given as varargs from ``start`` or as one sequence (or keyword ``name``)."""
+    """Sizes given as varargs from ``start`` or as one sequence (or keyword ``name``); dynamic sizes
+    read while tracing (``torch2trt_lite.symbolic.SymSize``) are kept as they are."""
     rest = call.args[start:]
     if len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)):
         rest = tuple(rest[0])
     if not rest and name in call.kwargs:
         v = call.kwargs[name]
         rest = tuple(v) if isinstance(v, (list, tuple, torch.Size)) else (v,)
-    return [int(s) for s in rest]
+    return [s if isinstance(s, Y.SymSize) else int(s) for s in rest]
 
 
 def _in(ctx: ConversionContext, call: Call, index: int = 0, name: str = "input") -> Any:
@@ -52,12 +55,14 @@ def _view_check(call: Call) -> str | None:
 @converter(T.view, T.reshape, torch.reshape, check=_view_check)
 def convert_reshape(ctx: ConversionContext, call: Call) -> Any:
     dims = _sizes(call, 1, "shape")
+    if Y.has_sym(dims):
+        Y.sizes_of(ctx, call.arg(0, "input"))  # the input's dynamic dims, so the reshape copies those it keeps
     return S.reshape(ctx, _in(ctx, call), dims)
 
 
 @converter(T.view_as, T.reshape_as)
 def convert_view_as(ctx: ConversionContext, call: Call) -> Any:
-    return S.reshape(ctx, _in(ctx, call), tuple(call.arg(1, "other").shape))
+    return S.reshape(ctx, _in(ctx, call), Y.sizes_of(ctx, call.arg(1, "other")))
 
 
 @converter(torch.flatten, T.flatten)
@@ -71,7 +76,7 @@ def convert_flatten(ctx: ConversionContext, call: Call) -> Any:
 @converter(torch.unflatten, T.unflatten)
 def convert_unflatten(ctx: ConversionContext, call: Call) -> Any:
     it = _in(ctx, call)
-    dim, sizes = call.arg(1, "dim"), [int(s) for s in call.arg(2, "sizes")]
+    dim, sizes = call.arg(1, "dim"), [s if isinstance(s, Y.SymSize) else int(s) for s in call.arg(2, "sizes")]
     n = len(tuple(it.shape))
     d = S.norm_dim(dim, n)
     spec = [S.Copy(i) for i in range(d)] + sizes + [S.Copy(i) for i in range(d + 1, n)]
@@ -159,26 +164,50 @@ def convert_clone(ctx: ConversionContext, call: Call) -> Any:
 @converter(T.expand, torch.broadcast_to, T.broadcast_to)
 def convert_expand(ctx: ConversionContext, call: Call) -> Any:
     it = _in(ctx, call)
-    return S.expand(ctx, it, tuple(call.output.shape))
+    if not Y.dynamic(ctx):
+        return S.expand(ctx, it, tuple(call.output.shape))
+    # NOTE: dynamic shapes: the target from the arguments (-1 keeps the input's dim), not the traced output
+    sizes = _sizes(call, 1, "size")
+    lead = len(sizes) - S.rank(it)
+    src = Y.sizes_of(ctx, call.arg(0, "input"))
+    return S.expand(ctx, it, [src[i - lead] if (not isinstance(d, Y.SymSize) and d == -1) else d
+                              for i, d in enumerate(sizes)])
 
 
 @converter(T.expand_as)
 def convert_expand_as(ctx: ConversionContext, call: Call) -> Any:
-    return S.expand(ctx, _in(ctx, call), tuple(call.output.shape))
+    if not Y.dynamic(ctx):
+        return S.expand(ctx, _in(ctx, call), tuple(call.output.shape))
+    return S.expand(ctx, _in(ctx, call), Y.sizes_of(ctx, call.arg(1, "other")))
 
 
 @converter("torch.broadcast_tensors")
 def convert_broadcast_tensors(ctx: ConversionContext, call: Call) -> Any:
+    if Y.dynamic(ctx):
+        shapes = [Y.sizes_of(ctx, t) for t in call.args]
+        n = max(len(sh) for sh in shapes)
+        target = []
+        for k in range(n):
+            ds = [sh[len(sh) - n + k] for sh in shapes if len(sh) - n + k >= 0]
+            big = [d for d in ds if isinstance(d, Y.SymSize) or d != 1]
+            target.append(big[0] if big else 1)
+        return [S.expand(ctx, ctx.itensor(t), target) for t in call.args]
     return [S.expand(ctx, ctx.itensor(t), tuple(o.shape)) for t, o in zip(call.args, call.output, strict=True)]
 
 
 def _tile(ctx: ConversionContext, it: Any, reps: Sequence[int]) -> Any:
     """Repeat the whole tensor ``reps[i]`` times along dim i (ranks already equal): a WRAP slice."""
     shape = tuple(it.shape)
-    if all(r == 1 for r in reps):
+    if all(not Y.is_sym(r) and r == 1 for r in reps):
         return _identity(ctx, it)
-    layer = ctx.network.add_slice(it, (0,) * len(shape), tuple(s * r for s, r in zip(shape, reps, strict=True)),
-                                  (1,) * len(shape))
+    if -1 in shape or Y.has_sym(reps):  # dynamic dims or counts: the size as a shape tensor
+        sizes = [s * r for s, r in zip(Y.network_sizes(ctx, it), reps, strict=True)]
+        layer = ctx.network.add_slice(it, (0,) * len(shape), tuple(1 if Y.is_sym(s) else s for s in sizes),
+                                      (1,) * len(shape))
+        layer.set_input(2, Y.shape_tensor(ctx, sizes))
+    else:
+        layer = ctx.network.add_slice(it, (0,) * len(shape), tuple(s * r for s, r in zip(shape, reps, strict=True)),
+                                      (1,) * len(shape))
     layer.mode = ctx.trt.SampleMode.WRAP
     return layer.get_output(0)
 
@@ -270,10 +299,32 @@ def _view_starts(x: Any, pieces: Sequence[torch.Tensor], dim: int) -> list[int] 
     return starts
 
 
+def _dynamic_pieces(ctx: ConversionContext, x: torch.Tensor, dim: int, sizes: Sequence[Any]) -> list[Any]:
+    """Back-to-back pieces of ``sizes`` (dynamic sizes allowed) along ``dim`` of traced ``x``."""
+    out, start = [], 0
+    for s in sizes:
+        index = (slice(None),) * dim + (slice(start, start + s),)
+        out.append(I.getitem(ctx, x, index, ()))
+        start = start + s
+    return out
+
+
+def _split_dim_is_dynamic(ctx: ConversionContext, it: Any, dim: int) -> bool:
+    return Y.dynamic(ctx) and tuple(it.shape)[dim] < 0
+
+
 @converter("torch.split", T.split, torch.split_with_sizes, T.split_with_sizes)
 def convert_split(ctx: ConversionContext, call: Call) -> Any:
-    it = _in(ctx, call, 0, "tensor") if "tensor" in call.kwargs else _in(ctx, call)
+    key = "tensor" if "tensor" in call.kwargs else "input"
+    it = _in(ctx, call, 0, key)
     dim = S.norm_dim(call.arg(2, "dim", 0), len(tuple(it.shape)))
+    split = call.arg(1, "split_size_or_sections", call.kwargs.get("split_size", call.kwargs.get("split_sizes")))
+    if _split_dim_is_dynamic(ctx, it, dim) or Y.has_sym(split):
+        if not isinstance(split, (list, tuple)):
+            Y.refuse(call.qualname, Y.sizes_of(ctx, call.arg(0, key))[dim:dim + 1] + (split,),
+                     "the number of pieces of a dynamic dim split by a size would vary")
+            split = [split]
+        return _dynamic_pieces(ctx, call.arg(0, key), dim, list(split))
     return _slices(ctx, it, dim, [o.shape[dim] for o in call.output])
 
 
@@ -281,6 +332,9 @@ def convert_split(ctx: ConversionContext, call: Call) -> Any:
 def convert_chunk(ctx: ConversionContext, call: Call) -> Any:
     it = _in(ctx, call)
     dim = S.norm_dim(call.arg(2, "dim", 0), len(tuple(it.shape)))
+    if _split_dim_is_dynamic(ctx, it, dim):
+        Y.refuse(call.qualname, Y.sizes_of(ctx, call.arg(0, "input"))[dim:dim + 1],
+                 "the pieces' sizes of a dynamic dim would vary")
     # NOTE: tensor_split's indices need not increase ([-3, 2] on 7 elements: x[:4], x[4:2], x[2:]):
     # each piece starts where torch's view of it does.
     starts = _view_starts(call.arg(0, "input"), call.output, dim)
@@ -358,6 +412,13 @@ def convert_narrow(ctx: ConversionContext, call: Call) -> Any:
     dim, start, length = call.arg(1, "dim"), call.arg(2, "start"), call.arg(3, "length")
     n = len(tuple(it.shape))
     d = S.norm_dim(dim, n)
+    if Y.dynamic(ctx) and (Y.has_sym([start, length]) or -1 in tuple(it.shape)):
+        x = call.arg(0, "input")
+        if isinstance(start, torch.Tensor):
+            Y.refuse(call.qualname, [start])
+        if not Y.is_sym(start) and start < 0:
+            start = Y.sizes_of(ctx, x)[d] + start
+        return I.getitem(ctx, x, (slice(None),) * d + (slice(start, start + length),), ())
     start = int(start)
     if start < 0:
         start += tuple(it.shape)[d]
@@ -367,6 +428,18 @@ def convert_narrow(ctx: ConversionContext, call: Call) -> Any:
 # ------------------------------------------------------------------------- roll / flip
 def _roll_dim(ctx: ConversionContext, it: Any, shift: int, dim: int) -> Any:
     shape = tuple(it.shape)
+    if -1 in shape:  # dynamic dims: start and size as shape tensors
+        sizes = Y.network_sizes(ctx, it)
+        n = sizes[dim]
+        starts: list[Any] = [0] * len(shape)
+        starts[dim] = (n - shift % n) % n if Y.is_sym(n) else (n - shift % n if n and shift % n else 0)
+        layer = ctx.network.add_slice(it, tuple(0 if Y.is_sym(s) else s for s in starts),
+                                      tuple(1 if Y.is_sym(s) else s for s in sizes), (1,) * len(shape))
+        if Y.has_sym(starts):
+            layer.set_input(1, Y.shape_tensor(ctx, starts))
+        layer.set_input(2, Y.shape_tensor(ctx, sizes))
+        layer.mode = ctx.trt.SampleMode.WRAP
+        return layer.get_output(0)
     size = shape[dim]
     if size == 0 or shift % size == 0:
         return it
@@ -400,6 +473,16 @@ def flip(ctx: ConversionContext, it: Any, dims: Sequence[int]) -> Any:
     ds = {S.norm_dim(d, n) for d in dims}
     if not ds:
         return _identity(ctx, it)
+    if -1 in shape:  # dynamic dims: start and size as shape tensors
+        sizes = Y.network_sizes(ctx, it)
+        first = [sizes[i] - 1 if i in ds else 0 for i in range(n)]
+        layer = ctx.network.add_slice(it, tuple(0 if Y.is_sym(s) else s for s in first),
+                                      tuple(1 if Y.is_sym(s) else s for s in sizes),
+                                      tuple(-1 if i in ds else 1 for i in range(n)))
+        if Y.has_sym(first):
+            layer.set_input(1, Y.shape_tensor(ctx, first))
+        layer.set_input(2, Y.shape_tensor(ctx, sizes))
+        return layer.get_output(0)
     starts = tuple(shape[i] - 1 if i in ds else 0 for i in range(n))
     strides = tuple(-1 if i in ds else 1 for i in range(n))
     return ctx.network.add_slice(it, starts, shape, strides).get_output(0)

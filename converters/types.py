@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter, register_table
 
@@ -33,6 +34,9 @@ def _cast(ctx: ConversionContext, call: Call) -> Any:
         return None
     it = ctx.itensor(x)
     out = E.convert_dtype(ctx, it, call.output.dtype)
+    filled = Y.filled_value(x)
+    if filled is not None and call.output.numel():  # a cast of a filled creation stays filled
+        Y.mark_filled(ctx, call.output, call.output.flatten()[0].item())
     if out is it and call.output is not x:  # a copy (copy=True, or .to() of another device)
         return ctx.network.add_identity(it).get_output(0)
     return out
@@ -59,7 +63,7 @@ def _like_value(kind: str, call: Call) -> Any:
 def _filled(ctx: ConversionContext, shape: tuple, value: Any, dtype: torch.dtype) -> Any:
     """A tensor of ``shape`` filled with ``value``: a one-element constant broadcast (no big weights)."""
     one = ctx.constant(torch.full((1,) * len(shape), value, dtype=dtype))
-    return S.expand(ctx, one, shape) if any(s != 1 for s in shape) else one
+    return S.expand(ctx, one, shape) if any(Y.is_sym(s) or s != 1 for s in shape) else one
 
 
 def _like(kind: str) -> Any:
@@ -68,7 +72,7 @@ def _like(kind: str) -> Any:
         value = _like_value(kind, call)
         if isinstance(value, torch.Tensor):
             value = value.item()
-        return _filled(ctx, tuple(out.shape), value, out.dtype)
+        return _filled(ctx, Y.sizes_of(ctx, call.arg(0, "input")), value, out.dtype)
 
     return convert
 
@@ -96,7 +100,10 @@ def _new(kind: str) -> Any:
         value = {"zeros": 0, "ones": 1, "empty": 0}.get(kind)
         if kind == "full":
             value = call.arg(2, "fill_value")
-        return _filled(ctx, tuple(out.shape), value, out.dtype)
+        sizes: Any = tuple(out.shape)
+        if Y.dynamic(ctx):  # the sizes as given: dynamic ones stay symbolic
+            sizes = _creation_sizes(call, 1) if call.args[1:] or "size" in call.kwargs else sizes
+        return _filled(ctx, sizes, value, out.dtype)
 
     return convert
 
@@ -117,11 +124,82 @@ register_table(
 @converter(T.fill_, T.zero_)
 def convert_fill(ctx: ConversionContext, call: Call) -> Any:
     x = call.args[0]
+    shape = Y.sizes_of(ctx, x)
     if call.qualname.endswith("zero_"):
-        return _filled(ctx, tuple(x.shape), 0, x.dtype)
+        return _filled(ctx, shape, 0, x.dtype)
     value = call.arg(1, "value")
     if isinstance(value, torch.Tensor) and ctx.is_traced(value):
-        return S.expand(ctx, E.operand(ctx, value, x.dtype), tuple(x.shape))
+        return S.expand(ctx, E.operand(ctx, value, x.dtype), shape)
     if isinstance(value, torch.Tensor):
         value = value.item()
-    return _filled(ctx, tuple(x.shape), value, x.dtype)
+    return _filled(ctx, shape, value, x.dtype)
+
+
+# -------------------------------------------------------------- creation with dynamic sizes
+# NOTE: torch.zeros(n, 4) with a dynamic size n (torch2trt_lite.symbolic): a dynamic conversion's
+# tracer sees these calls as calls on traced values. With static sizes they are untraced and never
+# reach these converters (they build constants, see the module docstring).
+def _creation_check(call: Call) -> str | None:
+    traced = [v for v in (*call.args, *call.kwargs.values()) if isinstance(v, torch.Tensor)]
+    if traced:
+        return "a tensor argument (the fill value or a bound) computed from the inputs is not supported here"
+    return _dtype_check(call)
+
+
+def _creation_sizes(call: Call, start: int = 0) -> list[Any]:
+    """The sizes of a creation call, given as varargs from ``start`` or one sequence (dynamic ones kept)."""
+    rest: Any = call.args[start:start + 1] if call.qualname.endswith("full") else call.args[start:]
+    if len(rest) == 1 and isinstance(rest[0], (list, tuple)):
+        rest = tuple(rest[0])
+    if not rest and "size" in call.kwargs:
+        v = call.kwargs["size"]
+        rest = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+    return [s if Y.is_sym(s) else int(s) for s in rest]
+
+
+def _create(kind: str) -> Any:
+    def convert(ctx: ConversionContext, call: Call) -> Any:
+        out = call.output
+        value: Any = {"zeros": 0, "ones": 1, "empty": 0}.get(kind)
+        if kind == "full":
+            value = call.arg(1, "fill_value")
+        sizes = _creation_sizes(call)
+        Y.mark_filled(ctx, out, out.flatten()[0].item() if out.numel() else value)
+        one = ctx.constant(torch.full((1,) * len(sizes), value, dtype=out.dtype))
+        return S.expand(ctx, one, sizes) if sizes else ctx.constant(torch.full((), value, dtype=out.dtype))
+
+    return convert
+
+
+register_table(
+    {(torch.zeros,): "zeros", (torch.ones,): "ones", (torch.empty,): "empty", (torch.full,): "full"},
+    _create,
+    check=_creation_check,
+)
+
+
+@converter(torch.arange, check=_creation_check)
+def convert_arange(ctx: ConversionContext, call: Call) -> Any:
+    """``torch.arange`` with a dynamic bound: an IFillLayer LINSPACE of a computed length."""
+    a, kw = list(call.args[:3]), call.kwargs
+    if len(a) == 1 and "end" not in kw:
+        start, end = 0, a[0]
+    else:
+        start = a[0] if a else kw.get("start", 0)
+        end = a[1] if len(a) > 1 else kw["end"]
+    step = a[2] if len(a) > 2 else kw.get("step", 1)
+    out = call.output
+    if any(isinstance(v, float) for v in (start, end, step)):
+        Y.refuse("torch.arange", [start, end, step], "with float bounds or step its length needs the bound's value")
+    start, end, step = (v if Y.is_sym(v) else int(v) for v in (start, end, step))
+    if isinstance(step, Y.SymSize) or step == 0:
+        Y.refuse("torch.arange", [step], "the step must be a static nonzero int")
+    n = (end - start + step - 1) // step if step > 0 else (end - start + step + 1) // step
+    n = Y.sym_max(n, 0)
+    work = torch.int64 if not out.dtype.is_floating_point else torch.float32
+    trt = ctx.trt
+    layer = ctx.network.add_fill((0,), trt.FillOperation.LINSPACE, ctx.trt_dtype(work))
+    layer.set_input(0, Y.to_itensor(ctx, n))
+    layer.set_input(1, Y.scalar(ctx, start, work))
+    layer.set_input(2, ctx.cast(Y.to_itensor(ctx, step), work))
+    return E.convert_dtype(ctx, layer.get_output(0), out.dtype)

@@ -27,8 +27,35 @@ _SKIP_TARGETS = (
 )
 
 
+def _skip_holds_for_every_size(call: Call) -> bool:
+    """No mask values are read (``padding_mask`` None) and the sizes the decision compares are static
+    or the same dynamic size (``kv_length == q_length`` of one sequence): dynamic shapes, where the
+    call is converted because its sizes are symbolic (torch2trt_lite.symbolic)."""
+    from torch2trt_lite import symbolic as Y
+
+    mask = call.arg(0, "padding_mask", None)
+    if mask is not None and Y.filled_value(mask) not in (True, 1):  # a mask of ones (a creation) pads nothing
+        return False
+    if call.qualname.endswith("_ignore_bidirectional_mask_sdpa"):
+        return not Y.is_sym(call.arg(2, "local_attention_size", None))
+    sizes = [call.arg(1, "q_length"), call.arg(2, "kv_length"), call.arg(5, "local_attention_size", None)]
+    if sizes[2] is not None:
+        return False
+    if not Y.has_sym(sizes[:2]):
+        return True
+    return Y.is_sym(sizes[0]) and Y.is_sym(sizes[1]) and Y._key(sizes[0]) == Y._key(sizes[1])
+
+
 def _check_mask_skip(call: Call) -> str | None:
-    if call.output:
+    mask = call.arg(0, "padding_mask", None)
+    from torch2trt_lite import symbolic as Y
+
+    if call.output and (mask is None or Y.filled_value(mask) in (True, 1)) and not _skip_holds_for_every_size(call):
+        return (
+            "transformers skips the attention mask for the traced sequence lengths, a decision that depends on "
+            "the dynamic sizes; convert with a static sequence length or pass an attention_mask with padding"
+        )
+    if call.output and not _skip_holds_for_every_size(call):
         return (
             "transformers skips the attention mask because the traced attention_mask has no padding; the engine "
             "would then ignore the attention_mask input. Convert with an attention_mask that masks at least one "

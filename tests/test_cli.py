@@ -11,6 +11,7 @@ import sys
 import pytest
 import torch
 
+import torch2trt_lite
 from torch2trt_lite import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -128,3 +129,31 @@ def test_help_has_text_for_every_option() -> None:
 def test_convert_says_what_it_does(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["convert", "torchvision:squeezenet1_1", "--shape", "1x3x32x32", "--backend", "sim"]) == 0
     assert "converting torchvision:squeezenet1_1 on backend sim" in capsys.readouterr().err
+
+
+def test_convert_with_a_shape_range_builds_a_dynamic_engine(tmp_path: pathlib.Path) -> None:
+    """--shape 1-4x3x64x64: batch 1 to 4, traced at 4; the engine runs every batch in the range."""
+    pytest.importorskip("torchvision")
+    path = str(tmp_path / "r.engine")
+    assert cli.main(["convert", "torchvision:resnet18", "--shape", "1-4x3x64x64", "--backend", "sim", "-o", path]) == 0
+    trt = torch2trt_lite.load(path)
+    spec = trt.metadata["inputs"][0]
+    assert (spec["min"], spec["opt"], spec["max"]) == ([1, 3, 64, 64], [4, 3, 64, 64], [4, 3, 64, 64])
+    x = torch.randn(3, 3, 64, 64)
+    out = trt(x)  # (the values are the zoo's business: tests/test_dynamic_inputs.py compares them with eager)
+    assert out.shape == (3, 1000) and torch.isfinite(out).all()
+    assert not torch.allclose(out[0], out[1])  # three different images, three different rows
+    path2 = str(tmp_path / "b.engine")
+    assert cli.main(["convert", "torchvision:resnet18", "--shape", "2x3x64x64", "--max-batch-size", "8", "--backend", "sim",
+                 "-o", path2]) == 0
+    spec = torch2trt_lite.load(path2).metadata["inputs"][0]
+    assert (spec["min"][0], spec["opt"][0], spec["max"][0]) == (1, 2, 8)
+
+
+@pytest.mark.parametrize("shape,message", [
+    ("1-x3", "expected dimensions like"), ("4-2x3", "min <= opt <= max"), ("1-2-3-4x3", "MIN-OPT-MAX"),
+    ("0-2x3", "positive integers"),
+])
+def test_bad_shape_ranges_are_refused(shape: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["convert", "torchvision:resnet18", "--shape", shape, "--backend", "sim"]) == 2
+    assert message in capsys.readouterr().err

@@ -26,6 +26,7 @@ from .errors import (  # noqa: E402
     UnsupportedOperatorError,
 )
 from .module import TRTModule  # noqa: E402
+from .quantization import QuantizedModel, quantization_info, quantize  # noqa: E402
 from .registry import Call, converter, register_table, supported_ops  # noqa: E402
 from .shapes import Input  # noqa: E402
 
@@ -55,6 +56,7 @@ __all__ = [
     "converter",
     "define_network",
     "load",
+    "QuantizedModel", "quantization_info", "quantize",
     "register_table",
     "supported_ops",
 ]

@@ -29,14 +29,27 @@ _DTYPES = {
 }
 
 
-def parse_shape(text: str) -> tuple[int, ...]:
-    try:
-        dims = tuple(int(d) for d in text.lower().split("x"))
-    except ValueError:
-        raise Torch2TRTError(f"--shape {text!r}: expected dimensions like 1x3x224x224") from None
-    if not dims or any(d <= 0 for d in dims):
-        raise Torch2TRTError(f"--shape {text!r}: dimensions must be positive integers")
-    return dims
+def parse_range(text: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """``--shape`` with ranges: ``1-8x3x224x224`` (dim 0 from 1 to 8, opt 8) or ``1-4-8x3x224x224``
+    (min 1, opt 4, max 8); plain dims are static. Returns (min, opt, max)."""
+    mins, opts, maxs = [], [], []
+    for part in text.lower().split("x"):
+        bits = part.split("-")
+        try:
+            vals = [int(b) for b in bits]
+        except ValueError:
+            raise Torch2TRTError(
+                f"--shape {text!r}: expected dimensions like 1x3x224x224, with ranges like 1-8 or 1-4-8 (min-opt-max)"
+            ) from None
+        if len(vals) > 3 or any(v <= 0 for v in vals):
+            raise Torch2TRTError(f"--shape {text!r}: each dimension is N, MIN-MAX or MIN-OPT-MAX of positive integers")
+        lo, op, hi = (vals[0],) * 3 if len(vals) == 1 else (vals[0], vals[1], vals[1]) if len(vals) == 2 else tuple(vals)
+        if not lo <= op <= hi:
+            raise Torch2TRTError(f"--shape {text!r}: {part} must satisfy min <= opt <= max")
+        mins.append(lo)
+        opts.append(op)
+        maxs.append(hi)
+    return tuple(mins), tuple(opts), tuple(maxs)
 
 
 MODEL_SPECS = (
@@ -132,7 +145,7 @@ def _dtypes(args: argparse.Namespace, n: int) -> list[torch.dtype]:
 
 def _inputs(args: argparse.Namespace) -> list[torch.Tensor]:
     torch.manual_seed(args.seed)
-    shapes = [parse_shape(s) for s in args.shape]
+    shapes = [parse_range(s)[1] for s in args.shape]
     out = []
     for s, dtype in zip(shapes, _dtypes(args, len(shapes)), strict=True):
         if dtype.is_floating_point:
@@ -189,9 +202,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
         ref = model(*xs)
     eager_s = time.perf_counter() - t0
     caps = [c for arg in args.compute_capability or [] for c in arg.split(",") if c]
+    specs: list[Any] = list(xs)
+    for i, (text, x) in enumerate(zip(args.shape, xs, strict=True)):
+        mn, op, mx = parse_range(text)
+        if mn != mx:
+            specs[i] = torch2trt_lite.Input(mn, op, mx, dtype=x.dtype, example=x)
     trt_model = torch2trt_lite.convert(
-        model, xs, backend=args.backend, compute_capabilities=caps or None,
-        progress=args.progress, cache_dir=args.cache_dir, timing_cache=args.timing_cache,
+        model, specs, backend=args.backend, compute_capabilities=caps or None, max_batch_size=args.max_batch_size,
+        progress=args.progress, cache_dir=args.cache_dir, timing_cache=args.timing_cache, **precision_options(args),
     )
     report: dict[str, Any] = {
         "model": args.model,
@@ -201,6 +219,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         "conversion_s": round(trt_model.conversion_time_s or 0.0, 4),
         "eager_forward_s": round(eager_s, 4),
     }
+    report["precision"] = trt_model.precision["precision"]
     if trt_model.metadata.get("compute_capabilities"):
         report["compute_capabilities"] = trt_model.metadata["compute_capabilities"]
     if trt_model.runnable:
@@ -231,7 +250,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     from . import engine_file
 
     meta, plan = engine_file.read(args.engine)
-    meta = {k: v for k, v in meta.items() if k != "out_tree"}
+    layers = meta.get("layers", [])
+    meta = {k: v for k, v in meta.items() if k not in ("out_tree", "layers")}
+    if layers:
+        counts: dict[str, int] = {}
+        for _, _, dts in layers:
+            for d in dts:
+                counts[d] = counts.get(d, 0) + 1
+        meta["layer_output_types"] = dict(sorted(counts.items()))
+        if args.layers:
+            meta["layers"] = layers
     print(json.dumps(meta, indent=2))
     return 0
 
@@ -239,12 +267,27 @@ def cmd_info(args: argparse.Namespace) -> int:
 def add_model_arguments(s: argparse.ArgumentParser) -> None:
     """The model and its example inputs, as every subcommand that runs a model takes them."""
     s.add_argument("model", help=MODEL_SPECS)
-    s.add_argument("--shape", action="append", required=True, help="input shape, e.g. 1x3x224x224 (repeat per input)")
+    s.add_argument("--shape", action="append", required=True,
+                   help="input shape, e.g. 1x3x224x224 (repeat per input); for convert a dim may be a range, "
+                   "MIN-MAX or MIN-OPT-MAX (1-8x3x224x224: batch 1 to 8, traced at the opt size)")
     s.add_argument("--dtype", action="append", choices=sorted(_DTYPES),
                    help="input dtype: once for every input, or once per --shape in order (default float32; "
                    "float16/bfloat16 also cast the model)")
     s.add_argument("--high", type=int, default=100, help="integer inputs are drawn from [0, HIGH) (default 100)")
     s.add_argument("--seed", type=int, default=0, help="seed of the random example inputs (default 0)")
+
+
+def add_precision_arguments(s: argparse.ArgumentParser) -> None:
+    """--precision and --io-dtype (see convert's precision options)."""
+    s.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"],
+                   help="compute precision of convolutions, linear layers, matmuls and attention; softmax, "
+                   "normalization and large reductions stay fp32 (default fp32)")
+    s.add_argument("--io-dtype", choices=["fp32", "fp16", "bf16"],
+                   help="the engine's floating input and output type (default: the inputs' own)")
+
+
+def precision_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {"precision": args.precision, "io_dtype": args.io_dtype}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -271,9 +314,13 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("--cache-dir", help="reuse engines built before from this folder (keyed by model, "
                            "inputs, options and backend)")
             s.add_argument("--timing-cache", help="TensorRT's kernel timing cache file, read and written")
+            add_precision_arguments(s)
+            s.add_argument("--max-batch-size", type=int, metavar="N",
+                           help="dim 0 of every input ranges over [1, N] (torch2trt's max_batch_size)")
         s.set_defaults(fn=fn)
     s = sub.add_parser("info", help="print an engine file's header", description="print an engine file's header")
     s.add_argument("engine", help="an engine file written by convert -o or TRTModule.save")
+    s.add_argument("--layers", action="store_true", help="also list every layer with its output types")
     s.set_defaults(fn=cmd_info)
     from .bench import add_parser as add_bench
     from .debug import add_parser as add_compare

@@ -76,6 +76,7 @@ class ConversionContext:
         self._keepalive: list[Any] = []
         self._names: dict[str, int] = {}
         self.layer_info: dict[int, Any] = {}  # id(ITensor) -> converter-private info (e.g. BN folding)
+        self.assertions: list[tuple[Any, str]] = []  # (BOOL [1] network tensor, message): checked after each run
 
     # ----------------------------------------------------------------------- tensor map
     def num_layers(self) -> int:
@@ -291,6 +292,26 @@ class ConversionContext:
             if isinstance(r, torch.Tensor):
                 r = self.itensor(r)
             self.set_itensor(t, r)
+
+    def conform_dtypes(self, out: Any, module_path: str, qualname: str) -> None:
+        """Under a precision policy or autocast: give each output of a call the type torch gave it
+        (a Cast layer where the converter's result differs, e.g. an op autocast runs in another type
+        than its inputs' that no list of :mod:`torch2trt_lite.precision` names)."""
+        outs = [out] if isinstance(out, torch.Tensor) else [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        for t in outs:
+            entry = self._map.get(t)
+            if entry is None or isinstance(entry[0], _Lazy) or not t.is_floating_point():
+                continue
+            it = entry[0]
+            want = self.trt_dtype(t.dtype)
+            if int(it.dtype) != int(want):
+                start = self.num_layers()
+                self._map[t] = (self.network.add_cast(it, want).get_output(0), entry[1])
+                self.name_layers(start, module_path, f"{qualname.rsplit('.', 1)[-1].strip('_')}_out_{dtype_short(t.dtype)}")
+
+
+def dtype_short(dtype: torch.dtype) -> str:
+    return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype, str(dtype).replace("torch.", ""))
 
 
 class CheckContext(ConversionContext):

@@ -7,7 +7,7 @@ import os
 import time
 import types
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +16,10 @@ from torch.utils._pytree import tree_flatten
 
 from . import __version__
 from . import cache as _cache
+from . import precision as _precision
 from . import progress as _progress
 from . import shapes as _shapes
+from . import symbolic as _symbolic
 from .backends import Backend, CapturingLogger, get_backend
 from .context import CheckContext, ConversionContext
 from .errors import BuildError, ConversionError, Torch2TRTError
@@ -129,6 +131,7 @@ class NetworkDefinition:
     out_meta: list[dict[str, Any]]
     out_tree: Any
     trace_s: float
+    policy: _precision.Policy | None = None  # the precision policy it was traced with (None: fp32)
 
     def layers(self) -> list[tuple[str, str, list[tuple[tuple[int, ...], str]]]]:
         """(name, LayerType name, [(shape, dtype name) of each output]) of every layer."""
@@ -162,7 +165,8 @@ def define_network(
     _check_model(model)
     res = _shapes.resolve(_as_inputs(inputs, allow_ranges=True))
     names = _input_names(input_names, res)
-    return _define(model, res.examples, get_backend(backend), names, output_names, net_shapes=_net_shapes(res))
+    return _define(model, res.examples, get_backend(backend), names, output_names, net_shapes=_net_shapes(res),
+                   input_ranges=_input_ranges(res, names))
 
 
 def _input_names(input_names: Sequence[str] | None, res: _shapes.Resolved) -> list[str] | None:
@@ -188,10 +192,21 @@ def _net_shapes(res: _shapes.Resolved) -> list[tuple[int, ...]] | None:
     return [_shapes.network_shape([p[i] for p in res.profiles]) for i in range(len(res.examples))]
 
 
+def _input_ranges(res: _shapes.Resolved, input_names: Sequence[str] | None) -> dict[str, tuple[_shapes.Shape, _shapes.Shape]]:
+    """Each input's (min shape, max shape) over every profile, by name (the ranges of symbolic sizes)."""
+    names = _default_names(input_names, len(res.examples))
+    out = {}
+    for i, name in enumerate(names):
+        hull = _hull([p[i] for p in res.profiles])
+        out[name] = (tuple(hull["min"]), tuple(hull["max"]))
+    return out
+
+
 def _define(
     model: Any, xs: list[torch.Tensor], be: Backend, input_names: Sequence[str] | None,
     output_names: Sequence[str] | None, context_cls: type[ConversionContext] = ConversionContext,
-    net_shapes: list[tuple[int, ...]] | None = None,
+    net_shapes: list[tuple[int, ...]] | None = None, policy: _precision.Policy | None = None,
+    out_float: torch.dtype | None = None, input_ranges: dict[str, tuple[_shapes.Shape, _shapes.Shape]] | None = None,
 ) -> NetworkDefinition:
     names = _default_names(input_names, len(xs))
     if len(names) != len(xs) or len(set(names)) != len(names):
@@ -206,7 +221,9 @@ def _define(
         shapes = net_shapes if net_shapes is not None else [tuple(x.shape) for x in traced]
         for name, x, shape in zip(names, traced, shapes, strict=True):
             ctx.set_itensor(x, network.add_input(name, ctx.trt_dtype(x.dtype), tuple(shape)))
-        tracer = Tracer(ctx, model if isinstance(model, torch.nn.Module) else None)
+        tracer = Tracer(ctx, model if isinstance(model, torch.nn.Module) else None, precision=policy)
+        if net_shapes is not None:  # dynamic dims: their sizes stay symbolic while tracing
+            _symbolic.SymbolicSizes(ctx, input_ranges or {}).install(tracer, traced)
         t_trace = time.perf_counter()
         try:
             out = tracer.run_model(model, traced)
@@ -215,9 +232,9 @@ def _define(
                 raise
             raise ConversionError(
                 f"{e} (the network has dynamic input dims {net_shapes}, -1 = dynamic; the model was traced at "
-                f"{[tuple(x.shape) for x in traced]}: a size read while tracing, e.g. x.size(0) or x.shape[0] in "
-                "view/reshape, is the traced value, which a dynamic network cannot use yet. Use torch.flatten(x, 1) "
-                "or view(-1, ...), or convert with static shapes)"
+                f"{[tuple(x.shape) for x in traced]}. Sizes of dynamic dims stay symbolic while tracing "
+                "(torch2trt_lite.symbolic); a converter or branch that needs one as a Python number refuses it: "
+                "convert with static shapes for that dim, or a range this model supports)"
             ) from None
         t_trace = time.perf_counter() - t_trace
     leaves, _ = tree_flatten(out)
@@ -231,15 +248,30 @@ def _define(
     out_meta = []
     for name, t in zip(onames, tensors, strict=True):
         it = ctx.itensor(t)
+        dtype = t.dtype
+        if out_float is not None and dtype.is_floating_point and dtype != out_float:
+            start = ctx.num_layers()
+            it, dtype = ctx.cast(it, out_float), out_float  # NOTE: the boundary cast back to the user's type
+            ctx.name_layers(start, "", f"{name}_to_{_precision.SHORT.get(out_float, str(out_float))}")
         if id(it) in marked or it.is_network_input:
             it = network.add_identity(it).get_output(0)
         marked.add(id(it))
         it.name = name
         network.mark_output(it)
         out_shape = list(t.shape) if net_shapes is None else [int(d) for d in it.shape]
-        out_meta.append({"name": name, "dtype": dtype_name(t.dtype), "shape": out_shape})
+        out_meta.append({"name": name, "dtype": dtype_name(dtype), "shape": out_shape})
+    for k, (it, message) in enumerate(ctx.assertions):
+        # NOTE: a check on values is an extra BOOL output TRTModule reads after each run (TensorRT's
+        # IAssertionLayer takes shape tensors only: see converters/assertions.py)
+        name = f"assert_{k}"
+        if id(it) in marked or it.is_network_input:
+            it = network.add_identity(it).get_output(0)
+        marked.add(id(it))
+        it.name = name
+        network.mark_output(it)
+        out_meta.append({"name": name, "dtype": "bool", "shape": [1], "assert": message})
     out_tree = encode_tree(out, [0])
-    return NetworkDefinition(be, builder, network, logger, ctx, names, out_meta, out_tree, t_trace)
+    return NetworkDefinition(be, builder, network, logger, ctx, names, out_meta, out_tree, t_trace, policy)
 
 
 def convert(
@@ -259,6 +291,13 @@ def convert(
     dynamic_batch: tuple[int, int] | None = None,
     profiles: Sequence[Sequence[Any]] | None = None,
     verify: bool = True,
+    precision: str | torch.dtype = "fp32",
+    fp16_mode: bool = False,
+    precision_overrides: Mapping[Any, Any] | None = None,
+    io_dtype: str | torch.dtype | None = None,
+    int8_mode: bool = False,
+    int8_calib_dataset: Any = None,
+    int8_calib_algorithm: Any = None,
 ) -> TRTModule:
     """Convert ``model`` by running ``model(*inputs)`` once, and return a :class:`TRTModule`.
 
@@ -302,17 +341,42 @@ def convert(
     ``profiles=[[Input, ...], [Input, ...]]`` builds one optimization profile per list (one entry
     per input, same dtypes and ranks); ``TRTModule`` runs each call with the first profile whose
     ranges cover its shapes. The model is traced once (on the example tensors, each Input's
-    ``example`` or a random tensor of its ``opt_shape``): a converter that reads a size bakes the
-    traced value in, so with ``verify=True`` (default) a dynamic engine is also built on the sim and
-    run at every profile's min and max shapes, and refused (``ConversionError``) when an output
-    shape differs from eager PyTorch's.
+    ``example`` or a random tensor of its ``opt_shape``). Sizes of dynamic dims stay symbolic while
+    tracing (:mod:`torch2trt_lite.symbolic`: ``x.size(0)`` and its arithmetic become shape-tensor
+    layers; a branch on one that the range does not decide is an error naming the line), but a size
+    turned into a plain number (``int(x.size(0))``) is the traced value, so with ``verify=True`` (default) a dynamic engine is also built on the sim and
+    run once per profile with every dynamic dim at another size than the traced one (its min, or its
+    max where the min is the traced size), and refused (``ConversionError``) when an output shape
+    differs from eager PyTorch's.
+
+    Precision (see :mod:`torch2trt_lite.precision`): ``precision="fp16"`` or ``"bf16"`` (``fp16_mode=True``
+    is torch2trt's name for ``"fp16"``) builds a strongly typed network whose convolutions, linear
+    layers, matrix multiplies and attention compute in that type with weights stored in it, while
+    softmax, normalization statistics, large reductions and exp/log/pow stay float32 (torch.autocast's
+    lists); every cast is a named layer. ``precision_overrides={"backbone.layer4": "fp32",
+    torch.nn.LayerNorm: "fp32", F.softmax: "fp16"}`` changes it per module path, module class or op. A
+    model converted under ``torch.autocast(...)`` gets exactly autocast's casts. Inputs keep their
+    types; floating outputs are returned in the floating inputs' type (float32 when there are none),
+    or in ``io_dtype`` (``"fp16"``: the engine also takes its floating inputs in fp16).
+    ``TRTModule.layer_precisions()`` lists each layer's output types.
+
+    ``int8_mode=True`` is torch2trt's INT8 option: the model is first quantized with
+    :func:`torch2trt_lite.quantize` (explicit Q/DQ: TensorRT 11 has no calibrator), calibrated on
+    ``int8_calib_dataset`` (an iterable of batches; default: the example inputs) with
+    ``int8_calib_algorithm`` (``"entropy"``, TensorRT's default, ``"max"``, ``"percentile"``, ``"mse"``, or
+    a TensorRT ``CalibrationAlgoType`` whose name says ENTROPY or MINMAX).
     """
     t0 = time.perf_counter()
     _check_model(model)
+    if int8_mode is not False:
+        model = _int8_mode(model, inputs, int8_mode, int8_calib_dataset, int8_calib_algorithm)
+    elif int8_calib_dataset is not None or int8_calib_algorithm is not None:
+        raise Torch2TRTError("int8_calib_dataset and int8_calib_algorithm go with int8_mode=True")
     res = _shapes.resolve(
         _as_inputs(inputs, allow_ranges=True), max_batch_size=max_batch_size, dynamic_batch=dynamic_batch,
         profiles=profiles,
     )
+    policy, out_float = _precision_setup(model, res, precision, fp16_mode, precision_overrides, io_dtype)
     xs = res.examples
     input_names = _input_names(input_names, res)
     workspace = _workspace(max_workspace_size)
@@ -330,6 +394,8 @@ def convert(
         }
         if res.dynamic:
             options["profiles"] = [[[list(s) for s in r] for r in p] for p in res.profiles]
+        if policy is not None or out_float is not None:
+            options["precision"] = _precision_meta(policy, out_float)
         t_key = time.perf_counter()
         entry = _cache.entry_path(cache_dir, _cache.key(model, xs, names0, options, be))
         t_key = time.perf_counter() - t_key
@@ -346,7 +412,8 @@ def convert(
         _cache._count("misses")
         _log.info("torch2trt-lite: engine cache miss: building %s", entry)
     net_shapes = _net_shapes(res)
-    d = _define(model, xs, be, input_names, output_names, net_shapes=net_shapes)
+    d = _define(model, xs, be, input_names, output_names, net_shapes=net_shapes, policy=policy, out_float=out_float,
+                input_ranges=_input_ranges(res, input_names))
     trt, builder, network, logger = be.trt, d.builder, d.network, d.logger
     names, out_meta, out_tree, t_trace = d.input_names, d.out_meta, d.out_tree, d.trace_s
     plugin_type = trt.LayerType.PLUGIN_V3
@@ -394,7 +461,12 @@ def convert(
         "outputs": out_meta,
         "out_tree": out_tree,
         "plugins": uses_plugins,
+        "precision": _precision_meta(policy, out_float),
+        "layers": [[n, t, [dt for _, dt in outs]] for n, t, outs in network_layers(network)],
     }
+    quant = _quantization_info(model)
+    if quant is not None:
+        meta["precision"]["quantization"] = quant
     if net_shapes is not None:
         meta["profiles"] = [
             {n: {"min": list(r[0]), "opt": list(r[1]), "max": list(r[2])} for n, r in zip(names, p, strict=True)}
@@ -404,7 +476,7 @@ def convert(
     module = TRTModule(plan, meta, cuda_graph=cuda_graph)  # NOTE: TRTModule takes bytes-like plans as they are
     t_load = time.perf_counter() - t_load
     if net_shapes is not None and verify:
-        _verify_dynamic(model, module, d, res, input_names, output_names)
+        _verify_dynamic(model, module, d, res, input_names, output_names, io_cast=io_dtype is not None)
     if timings is not None:
         _timing_cache_save(config, timing_cache)
     stats: dict[str, Any] = {"trace_s": t_trace, "build_s": t_build, "load_s": t_load}
@@ -414,6 +486,71 @@ def convert(
     module.conversion_time_s = time.perf_counter() - t0
     module.conversion_stats = stats
     return module
+
+
+def _precision_setup(
+    model: Any, res: _shapes.Resolved, precision: Any, fp16_mode: Any, overrides: Any, io_dtype: Any,
+) -> tuple[_precision.Policy | None, torch.dtype | None]:
+    """The precision policy and the floating outputs' type (None: as traced) of a conversion; with
+    ``io_dtype`` the floating examples are cast to it (the engine's floating inputs take that type)."""
+    if not isinstance(fp16_mode, bool):
+        raise Torch2TRTError(f"fp16_mode must be True or False, got {fp16_mode!r}")
+    if fp16_mode:
+        if _precision.precision_dtype(precision) not in (torch.float32, torch.float16):
+            raise Torch2TRTError(f"fp16_mode=True (torch2trt's name for precision='fp16') conflicts with precision={precision!r}")
+        precision = "fp16"
+    io = None if io_dtype is None else _precision.precision_dtype(io_dtype, "io_dtype")
+    if io is not None:
+        for i, x in enumerate(res.examples):
+            if x.is_floating_point() and x.dtype != io:
+                res.examples[i] = x.to(io)
+    policy = _precision.make_policy(model, precision, overrides, res.examples)
+    if io is not None:
+        return policy, io
+    if policy is None or policy.source == "autocast":
+        return policy, None  # NOTE: under autocast, the outputs keep the types autocast gave them
+    floats = [x.dtype for x in res.examples if x.is_floating_point()]
+    return policy, floats[0] if floats else torch.float32
+
+
+def _int8_mode(model: Any, inputs: Any, flag: Any, dataset: Any, algorithm: Any) -> Any:
+    """torch2trt's ``int8_mode``: the model quantized by :func:`torch2trt_lite.quantize`."""
+    from .quantization import QuantizedModel, quantize
+
+    if flag is not True:
+        raise Torch2TRTError(f"int8_mode must be True or False, got {flag!r}")
+    if isinstance(model, QuantizedModel):
+        raise Torch2TRTError("int8_mode=True with a model quantize() already returned: leave int8_mode out")
+    if not isinstance(model, torch.nn.Module):
+        raise Torch2TRTError("int8_mode=True needs an nn.Module (quantize() replaces its conv and linear layers)")
+    name = "entropy" if algorithm is None else str(getattr(algorithm, "name", algorithm)).lower()
+    methods = {"entropy": "entropy", "max": "max", "percentile": "percentile", "mse": "mse"}
+    method = methods.get(name) or ("entropy" if "entropy" in name else "max" if "minmax" in name else None)
+    if method is None:
+        raise Torch2TRTError(
+            f"int8_calib_algorithm={algorithm!r}: use 'entropy', 'max', 'percentile' or 'mse' (or a TensorRT "
+            "CalibrationAlgoType ENTROPY_CALIBRATION(_2) / MINMAX_CALIBRATION)"
+        )
+    if dataset is None:
+        xs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
+        if not all(isinstance(x, torch.Tensor) for x in xs):
+            raise Torch2TRTError("int8_mode=True without int8_calib_dataset calibrates on the example tensors: pass tensors")
+        dataset = [tuple(xs)]
+    return quantize(model, dataset, dtype="int8", method=method, progress=False)
+
+
+def _quantization_info(model: Any) -> dict[str, Any] | None:
+    """The quantization settings of a :class:`torch2trt_lite.QuantizedModel` (None for other models)."""
+    from .quantization import quantization_info
+
+    return quantization_info(model)
+
+
+def _precision_meta(policy: _precision.Policy | None, out_float: torch.dtype | None) -> dict[str, Any]:
+    """The engine file's record of the precision settings."""
+    meta: dict[str, Any] = policy.settings() if policy is not None else {"precision": "fp32", "source": "precision", "overrides": {}}
+    meta["io_dtype"] = _precision.SHORT.get(out_float) if out_float is not None else None
+    return meta
 
 
 def _hull(ranges: list[_shapes.Range]) -> dict[str, list[int]]:
@@ -451,11 +588,18 @@ def _baked_layers(network: Any) -> list[str]:
 
 def _verify_dynamic(
     model: Any, module: TRTModule, d: NetworkDefinition, res: _shapes.Resolved,
-    input_names: Sequence[str] | None, output_names: Sequence[str] | None,
+    input_names: Sequence[str] | None, output_names: Sequence[str] | None, io_cast: bool = False,
 ) -> None:
     """Check a dynamic engine at each profile's min and max shapes against eager PyTorch (on the sim:
-    the engine itself when it was built by the sim, else the same network built again there)."""
+    the engine itself when it was built by the sim, else the same network built again there).
+    ``io_cast``: the engine's floating inputs were cast to ``io_dtype``; eager PyTorch gets float32."""
     baked = [o["name"] for o in d.out_meta if -1 not in o["shape"]]
+    if io_cast:
+        user_model = model
+
+        def model(*xs: Any) -> Any:
+            return user_model(*[x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs])
+
     engine = module
     if d.backend.name != "sim":  # NOTE: the same network built on the sim, which runs here
         engine = convert(

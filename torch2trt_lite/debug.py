@@ -31,7 +31,8 @@ from .context import ConversionContext, _Lazy
 from .errors import BackendUnavailableError, BuildError, Torch2TRTError
 from .tracer import user_location
 
-_OPTIONS = ("backend", "input_names", "output_names", "max_workspace_size", "compute_capabilities")
+_OPTIONS = ("backend", "input_names", "output_names", "max_workspace_size", "compute_capabilities", "precision",
+            "fp16_mode", "precision_overrides", "io_dtype")
 
 
 @dataclass
@@ -206,7 +207,10 @@ def compare(
     ``tolerance``: the largest max relative error (max abs error / the tensor's max magnitude) a
     tensor may have; the report's ``first_bad`` is the first tensor past it, in network order.
     ``convert_options``: ``backend`` (default ``"auto"``), ``input_names``, ``output_names``,
-    ``max_workspace_size``, ``compute_capabilities``, as for ``convert``.
+    ``max_workspace_size``, ``compute_capabilities``, ``precision``, ``fp16_mode``,
+    ``precision_overrides`` and ``io_dtype``, as for ``convert``. With a reduced precision each
+    tensor is compared with PyTorch's computed with the same casts (the traced run), so the report
+    names the first layer where the engine differs from PyTorch in that precision.
 
     Works on the sim; on TensorRT and TensorRT-RTX it needs a GPU to run the engine (on a machine
     without one it raises :class:`BackendUnavailableError`). The real-backend path is written for
@@ -234,9 +238,18 @@ def compare(
             "here, or run compare on a GPU machine"
         )
     targets = _targets(be, convert_options.get("compute_capabilities"))
+    from . import shapes as _shapes
+    from .convert import _precision_setup
+
+    res = _shapes.resolve(xs)
+    policy, out_float = _precision_setup(
+        model, res, convert_options.get("precision", "fp32"), convert_options.get("fp16_mode", False),
+        convert_options.get("precision_overrides"), convert_options.get("io_dtype"),
+    )
+    xs = res.examples
     d = _define(
         model, xs, be, convert_options.get("input_names"), convert_options.get("output_names"),
-        context_cls=_RecordingContext,
+        context_cls=_RecordingContext, policy=policy, out_float=out_float,
     )
     ctx = d.context
     assert isinstance(ctx, _RecordingContext)
@@ -353,7 +366,7 @@ def compare(
 # ------------------------------------------------------------------------------------ CLI
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``compare`` subcommand to ``subparsers`` (of ``argparse``'s ``add_subparsers``)."""
-    from .cli import add_model_arguments
+    from .cli import add_model_arguments, add_precision_arguments
 
     text = "compare every intermediate tensor of the engine with PyTorch's, and name the first that drifts"
     s: argparse.ArgumentParser = subparsers.add_parser("compare", help=text, description=text)
@@ -365,16 +378,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="largest max relative error (max abs error / the tensor's max magnitude) a tensor may "
                    "have (default 1e-3)")
     s.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
+    add_precision_arguments(s)
     s.set_defaults(fn=cmd_compare)
     return s
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """``torch2trt-lite compare``: 0 when every tensor is within the tolerance, 1 otherwise."""
-    from .cli import _model_and_inputs
+    from .cli import _model_and_inputs, precision_options
 
     model, xs = _model_and_inputs(args)
-    report = compare(model, xs, backend=args.backend, tolerance=args.tolerance)
+    report = compare(model, xs, backend=args.backend, tolerance=args.tolerance, **precision_options(args))
     print(json.dumps(report.to_dict(), indent=2) if args.json else str(report))
     return 0 if report.ok else 1
 

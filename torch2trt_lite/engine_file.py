@@ -375,6 +375,9 @@ def validate_meta(h: Any, source: str = "<engine>") -> None:
             if spec["name"] in names:
                 raise _bad(source, f"{where}.name", "unique among inputs and outputs", spec["name"])
             names.add(spec["name"])
+            if "assert" in spec and not (key == "outputs" and isinstance(spec["assert"], str)
+                                         and len(spec["assert"]) <= MAX_CONSTANT_CHARS):
+                raise _bad(source, f"{where}.assert", "the message of a runtime check (outputs only)", spec["assert"])
             if not isinstance(spec.get("dtype"), str) or spec["dtype"] not in DTYPES:
                 raise _bad(source, f"{where}.dtype", f"one of {sorted(DTYPES)}", spec.get("dtype"))
             shape = _dims(source, f"{where}.shape", spec.get("shape"), -1)
@@ -392,6 +395,35 @@ def validate_meta(h: Any, source: str = "<engine>") -> None:
     if "profiles" in h:
         _validate_profiles(h["profiles"], h["inputs"], source)
     _validate_tree(h.get("out_tree"), len(h["outputs"]), source)
+    if "precision" in h:
+        _validate_precision(h["precision"], source)
+    if "layers" in h:
+        _validate_layers(h["layers"], source)
+
+
+MAX_LAYERS = 1 << 20
+
+
+def _validate_precision(p: Any, source: str) -> None:
+    if not isinstance(p, dict) or not isinstance(p.get("precision"), str) or len(p) > 16:
+        raise _bad(source, "precision", "an object with a 'precision' string", p)
+    ov = p.get("overrides", {})
+    if not isinstance(ov, dict) or len(ov) > MAX_IO or not all(
+        _name(k) and isinstance(v, str) and len(v) <= 16 for k, v in ov.items()
+    ):
+        raise _bad(source, "precision.overrides", "an object of names to precisions", ov)
+
+
+def _validate_layers(layers: Any, source: str) -> None:
+    if not isinstance(layers, list) or len(layers) > MAX_LAYERS:
+        raise _bad(source, "layers", f"a list of at most {MAX_LAYERS} layers", type(layers).__name__)
+    for k, entry in enumerate(layers):
+        if not (
+            isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and len(entry[0]) <= 4 * MAX_NAME
+            and _name(entry[1]) and isinstance(entry[2], list) and len(entry[2]) <= MAX_IO
+            and all(_name(d) for d in entry[2])
+        ):
+            raise _bad(source, f"layers[{k}]", "[name, layer type, [output types]]", entry)
 
 
 MAX_PROFILES = 64

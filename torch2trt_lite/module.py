@@ -132,6 +132,17 @@ def _namedtuple(name: str, fields: tuple[str, ...]) -> Any:
         raise EngineFileError(f"engine metadata: invalid output namedtuple {name}{fields}: {e}") from None
 
 
+def _check_assertions(st: Any, leaves: list[torch.Tensor]) -> None:
+    """Raise when a runtime check of the model (``torch._assert`` on values, ``torch._check_tensor_all``)
+    failed in this run: its engine output is False."""
+    for k, message in st.assertions:
+        if not bool(leaves[k].all()):
+            raise RuntimeExecutionError(
+                f"a check in the model failed on these inputs: {message} (the engine evaluated it as its output "
+                f"{st.outputs[k]['name']!r}; PyTorch checked it only on the traced inputs)"
+            )
+
+
 def decode_tree(spec: Any, leaves: list[torch.Tensor]) -> Any:
     if "t" in spec:
         return leaves[spec["t"]]
@@ -205,6 +216,8 @@ class _Loaded:
         self.outputs: list[dict[str, Any]] = meta["outputs"]
         self.in_dtypes = [_DTYPES[i["dtype"]] for i in self.inputs]
         self.out_dtypes = [_DTYPES[o["dtype"]] for o in self.outputs]
+        # (output index, message) of the model's runtime checks (converters/assertions.py)
+        self.assertions = [(k, str(o["assert"])) for k, o in enumerate(self.outputs) if "assert" in o]
         self._sha256 = sha256
         self._sha_lock = threading.Lock()
 
@@ -396,6 +409,21 @@ class TRTModule(torch.nn.Module):
         return int(self._engine.num_layers) if self._engine is not None else 0
 
     @property
+    def precision(self) -> dict[str, Any]:
+        """The precision settings the engine was converted with: ``precision`` (fp32/fp16/bf16),
+        ``source`` (``"precision"`` or ``"autocast"``), ``overrides``, ``io_dtype`` and, for a quantized
+        model, ``quantization`` (see :func:`torch2trt_lite.convert`)."""
+        p = self._meta.get("precision")
+        return dict(p) if isinstance(p, dict) else {"precision": "fp32", "source": "precision", "overrides": {}, "io_dtype": None}
+
+    def layer_precisions(self) -> list[tuple[str, str, list[str]]]:
+        """(name, layer type, [type of each output]) of every layer of the network as converted
+        (TensorRT may fuse them into fewer kernels; strongly typed networks keep these types), e.g.
+        ``("layer1.0.conv1/conv2d", "CONVOLUTION", ["HALF"])``. Engines written before this record
+        give an empty list."""
+        return [(str(n), str(t), [str(d) for d in dts]) for n, t, dts in self._meta.get("layers", [])]
+
+    @property
     def runnable(self) -> bool:
         """Can this engine run here? A real engine built without a GPU cannot (it can be saved)."""
         return self._engine is not None
@@ -492,6 +520,8 @@ class TRTModule(torch.nn.Module):
                 leaves = self._run_graph(st, xs)
             if leaves is None:
                 leaves = self._execute(st, self._context_here(st), xs)
+            if st.assertions:
+                _check_assertions(st, leaves)
         return decode_tree(st.meta["out_tree"], leaves)
 
     @staticmethod

@@ -76,6 +76,8 @@ class ConverterRecord:
     check: Callable[[Call], str | None] | None = None
     dynamic_shapes: bool = True
     source: str = ""
+    # converted even when no argument is traced (fake quantization of a weight: constant -> Q -> DQ)
+    constant_inputs: bool = False
 
 
 class Registry:
@@ -231,11 +233,16 @@ def converter(
     override: bool = False,
     dynamic_shapes: bool = True,
     registry: Registry | None = None,
+    constant_inputs: bool = False,
 ) -> Callable[[ConverterFn], ConverterFn]:
     """Register ``fn(ctx, call)`` as the converter of each target.
 
     ``check(call)`` may return a reason string when these arguments are unsupported; the tracer
     then reports the call as unsupported instead of converting it.
+
+    ``constant_inputs=True``: the call is converted while tracing even when none of its arguments
+    derives from the inputs (otherwise it runs in PyTorch and its result becomes a constant), e.g.
+    fake quantization of a weight, which must become constant -> Quantize -> Dequantize layers.
     """
     if not targets:
         raise Torch2TRTError("converter() needs at least one target")
@@ -249,7 +256,7 @@ def converter(
             if qual in done:  # the same object under two names (torch.relu_ is F.relu_)
                 continue
             done.add(qual)
-            reg.add(ConverterRecord(obj, qual, kind, owners, fn, check, dynamic_shapes, src), override)
+            reg.add(ConverterRecord(obj, qual, kind, owners, fn, check, dynamic_shapes, src, constant_inputs), override)
         return fn
 
     return deco

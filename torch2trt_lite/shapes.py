@@ -2,10 +2,12 @@
 profiles ``convert`` builds from them (``max_batch_size=``, ``dynamic_batch=``, ``profiles=``).
 
 The model is still traced once, at one shape (the ``example``, else a random tensor of
-``opt_shape``); the tracer has no symbolic sizes, so a converter that reads a size while tracing
-bakes the traced value in. ``convert`` therefore checks a dynamic engine on the sim at the min and
-max shapes of every profile against eager PyTorch and refuses it when the output shapes differ
-(see :func:`verify`).
+``opt_shape``). Sizes of the dynamic dims stay symbolic while tracing (:mod:`torch2trt_lite.symbolic`:
+``x.size(0)`` and its arithmetic become shape-tensor layers, converters refuse a dynamic size they
+cannot take), but a size the model itself turns into a plain number (``int(x.size(0))``) or a
+converter that reads ``call.output``'s traced shape still bakes the traced value in. ``convert``
+therefore also checks a dynamic engine on the sim at other shapes than the traced ones, per profile, against
+eager PyTorch and refuses it when the output shapes differ (see :func:`verify`).
 """
 
 from __future__ import annotations
@@ -238,28 +240,35 @@ def _resolve_profiles(inputs: list[Any], profiles: Sequence[Sequence[Any]]) -> R
     return Resolved(base.examples, base.names, out, base.bounds)
 
 
-def corner_shapes(profiles: list[list[Range]]) -> list[tuple[int, str, list[Shape]]]:
-    """(profile index, "min"/"max", the shapes of every input) at which :func:`verify` runs."""
+def corner_shapes(profiles: list[list[Range]], traced: Sequence[Shape] | None = None) -> list[tuple[int, str, list[Shape]]]:
+    """(profile index, "check", the shapes of every input) at which :func:`verify` runs: one set of
+    shapes per profile, each dynamic dim at its min, or at its max where the min is the traced size
+    (so every dynamic dim differs from the traced one, and the run is as small as that allows)."""
     seen: set[tuple[Shape, ...]] = set()
     out = []
     for k, prof in enumerate(profiles):
-        for which, j in (("min", 0), ("max", 2)):
-            shapes = [r[j] for r in prof]
-            if tuple(shapes) not in seen:
-                seen.add(tuple(shapes))
-                out.append((k, which, shapes))
+        shapes = []
+        for i, (mn, _, mx) in enumerate(prof):
+            t = traced[i] if traced is not None else None
+            shapes.append(tuple(
+                lo if t is None or lo != t[d] else hi for d, (lo, hi) in enumerate(zip(mn, mx, strict=True))
+            ))
+        if tuple(shapes) not in seen:
+            seen.add(tuple(shapes))
+            out.append((k, "check", shapes))
     return out
 
 
 def verify(model: Any, engine: Any, resolved: Resolved) -> None:
-    """Run ``engine`` (a sim TRTModule of a dynamic network) and ``model`` at the min and max shapes of
-    every profile; raise :class:`ConversionError` when an output's shape differs (a converter read a
-    size while tracing and baked the traced value in)."""
+    """Run ``engine`` (a sim TRTModule of a dynamic network) and ``model`` once per profile, with every
+    dynamic dim at another size than the traced one (:func:`corner_shapes`); raise
+    :class:`ConversionError` when an output's shape differs (a converter read a size while tracing
+    and baked the traced value in)."""
     from torch.utils._pytree import tree_flatten
 
     gen = torch.Generator().manual_seed(0)
     dev = resolved.examples[0].device if resolved.examples else torch.device("cpu")
-    for k, which, shapes in corner_shapes(resolved.profiles):
+    for k, _, shapes in corner_shapes(resolved.profiles, [tuple(x.shape) for x in resolved.examples]):
         xs = []
         bounds = resolved.bounds or [(0, 100)] * len(shapes)
         for x, s, (lo, hi) in zip(resolved.examples, shapes, bounds, strict=True):
@@ -270,16 +279,16 @@ def verify(model: Any, engine: Any, resolved: Resolved) -> None:
                 got = [t for t in tree_flatten(engine(*xs))[0] if isinstance(t, torch.Tensor)]
             except Torch2TRTError as e:
                 raise ConversionError(
-                    f"the dynamic-shape engine fails at profile {k}'s {which} shapes {shapes}: {e}. A converter "
-                    "probably baked a size of the traced example into the network (the tracer has no symbolic "
-                    "sizes yet): convert with static shapes, or a range this model supports"
+                    f"the dynamic-shape engine fails at input shapes {shapes} (profile {k}): {e}. A converter "
+                    "probably baked a size of the traced example into the network (a size read as a plain "
+                    "number while tracing): convert with static shapes, or a range this model supports"
                 ) from None
         for j, (w, g) in enumerate(zip(want, got, strict=True)):
             if tuple(w.shape) != tuple(g.shape):
                 raise ConversionError(
                     f"output {j} has shape {tuple(g.shape)} in the engine but {tuple(w.shape)} in PyTorch at "
-                    f"profile {k}'s {which} input shapes {shapes}: a converter baked a size of the traced "
-                    "example into the network (the tracer has no symbolic sizes yet). Convert with static "
+                    f"input shapes {shapes} (profile {k}): a converter baked a size of the traced "
+                    "example into the network (a size read as a plain number while tracing). Convert with static "
                     "shapes, or with a range this model supports"
                 )
 

@@ -43,10 +43,15 @@ from torch.utils._pytree import tree_flatten
 
 from .context import ConverterRefusal, arg_tensors
 from .errors import ConversionError, InternalError, Torch2TRTError, UnsupportedOperatorError
+from .precision import Policy, cast_call
 from .registry import REGISTRY, Call, ConverterRecord, Registry, _load_builtin_converters
 
 if TYPE_CHECKING:
     from .context import ConversionContext
+    from .symbolic import SymbolicSizes
+
+# Size reads that a dynamic conversion's symbolic sizes answer (torch2trt_lite.symbolic.READS)
+_SYM_READS = frozenset({"size", "shape", "__len__", "numel", "nelement"})
 
 _ACTIVE: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("torch2trt_lite_tracer", default=None)
 _PATCH_LOCK = threading.RLock()
@@ -207,7 +212,11 @@ class _Guard(TorchFunctionMode):
         if tracer.busy or _ACTIVE.get() is not tracer:
             return func(*args, **kwargs)
         name = _func_name(func)
-        if name in _METADATA or not tracer.touches_traced(args, kwargs):
+        if name in _METADATA:
+            if tracer.symbolic is not None and name in _SYM_READS:  # dynamic shapes: sizes stay symbolic
+                return tracer.symbolic.read(name, func, args, kwargs)
+            return func(*args, **kwargs)
+        if not tracer.touches_traced(args, kwargs):
             return func(*args, **kwargs)
         record = _ORIGINALS.get(id(func))
         if record is None and getattr(func, "__name__", None) == "__get__":  # a Tensor property (x.T)
@@ -263,14 +272,19 @@ _VALUE_READ_PATCHES = tuple((n, getattr(torch.Tensor, n), _value_read(getattr(to
 class Tracer:
     """Patches registered targets for one conversion (see module docstring)."""
 
+    # Dynamic shapes: the conversion's symbolic sizes (torch2trt_lite.symbolic), set by its install()
+    symbolic: SymbolicSizes | None = None
+
     def __init__(
         self,
         ctx: ConversionContext,
         model: torch.nn.Module | None = None,
         registry: Registry | None = None,
         collect: bool = False,
+        precision: Policy | None = None,
     ) -> None:
         self.ctx = ctx
+        self.precision = precision  # the casts of reduced precision or autocast (torch2trt_lite.precision)
         self.registry = registry if registry is not None else REGISTRY
         self.model = model
         self.collect = collect  # check mode: record unsupported calls instead of raising
@@ -327,7 +341,7 @@ class Tracer:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             # NOTE: _dispatch inlined: most calls are made by converters (busy) and return at once
             tracer = _ACTIVE.get()
-            if tracer is None or tracer.busy or not tracer.touches_traced(args, kwargs):
+            if tracer is None or tracer.busy or not (record.constant_inputs or tracer.touches_traced(args, kwargs)):
                 return original(*args, **kwargs)
             return _convert(tracer, record, original, args, kwargs)
 
@@ -510,6 +524,8 @@ class Tracer:
             ) from e
         ctx.name_layers(before, self.module_path, record.qualname)
         ctx.bind_outputs(call, result)
+        if self.precision is not None:
+            ctx.conform_dtypes(out, self.module_path, record.qualname)
 
 
 # The saved table of originals: (owner, attr, original, had an own attribute), written before each
@@ -572,7 +588,7 @@ def _remove_mode(mode: TorchFunctionMode | None) -> None:
 
 def _dispatch(record: ConverterRecord, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     tracer = _ACTIVE.get()
-    if tracer is None or tracer.busy or not tracer.touches_traced(args, kwargs):
+    if tracer is None or tracer.busy or not (record.constant_inputs or tracer.touches_traced(args, kwargs)):
         return original(*args, **kwargs)
     return _convert(tracer, record, original, args, kwargs)
 
@@ -584,8 +600,14 @@ def _convert(
     tracer.busy = True
     guard = tracer.guard
     popped = _pop_guard(guard)
+    swap = None
     try:
         ctx = tracer.ctx
+        if tracer.precision is not None:
+            args, kwargs, swap = cast_call(tracer.precision, ctx, record.qualname, record.kind, tracer.module_path,
+                                           args, kwargs)
+            if swap is not None:
+                swap.__enter__()
         before = ctx.versions(args, kwargs)
         snap = None
         if (
@@ -601,6 +623,8 @@ def _convert(
             ctx.set_lazy(args[0], functools.partial(ctx.constant, snap))
         tracer.convert_call(record, args, kwargs, out)
     finally:
+        if swap is not None:
+            swap.__exit__(None, None, None)
         if popped:
             _push_on_torch_function_stack(guard)
         tracer.busy = False

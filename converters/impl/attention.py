@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 
 from .elementwise import unsqueeze_to
@@ -88,7 +89,11 @@ def can_fuse(ctx: ConversionContext, qs: tuple[int, ...], ks: tuple[int, ...], v
         return False
     if causal and mask_shape is not None:
         return False
-    if len(qs) != 4 or len(ks) != 4 or ks != vs or not _static(qs, ks):
+    if len(qs) != 4 or len(ks) != 4 or ks != vs:
+        return False
+    # NOTE: dynamic shapes: the batch and sequence dims may be dynamic (-1; the traced call, where
+    # eager PyTorch ran, had them agree); the heads and the head size must be static
+    if not (_static(qs, ks) or (Y.dynamic(ctx) and _static(qs[1::2], ks[1::2]))):
         return False
     if qs[0] != ks[0] or qs[3] != ks[3] or qs[1] % ks[1]:
         return False
@@ -97,7 +102,9 @@ def can_fuse(ctx: ConversionContext, qs: tuple[int, ...], ks: tuple[int, ...], v
     if len(mask_shape) > 4:
         return False
     ms = (1,) * (4 - len(mask_shape)) + tuple(int(d) for d in mask_shape)
-    return _static(ms) and all(m in (1, d) for m, d in zip(ms, (qs[0], qs[1], qs[2], ks[2]), strict=True))
+    if not _static(ms) and not Y.dynamic(ctx):
+        return False
+    return all(m in (1, d) for m, d in zip(ms, (qs[0], qs[1], qs[2], ks[2]), strict=True))
 
 
 def fused_attention(ctx: ConversionContext, q: Any, k: Any, v: Any, mask: Any | None, causal: bool,
@@ -107,7 +114,18 @@ def fused_attention(ctx: ConversionContext, q: Any, k: Any, v: Any, mask: Any | 
     ``mask`` is True where attention is allowed, a float one is added; ``causal`` is torch's
     ``is_causal`` (top-left aligned). Only where :func:`can_fuse` said so."""
     length, s = _shape(q)[2], _shape(k)[2]
-    if mask is not None:
+    if mask is not None and -1 in (*_shape(mask), length, s):
+        # NOTE: dynamic shapes: the mask broadcast to [a0, a1, L, S] with the sizes as shape tensors
+        mask = unsqueeze_to(ctx, mask, 4)
+        ms = Y.network_sizes(ctx, mask)
+        want = (Y.network_sizes(ctx, q)[2], Y.network_sizes(ctx, k)[2])
+        if any(Y.is_sym(m) or m == 1 for m in ms[2:]) and not all(
+            Y.is_sym(m) and Y.is_sym(w) and Y._key(m) == Y._key(w) for m, w in zip(ms[2:], want, strict=True)
+        ):
+            from .shape import expand
+
+            mask = expand(ctx, mask, [ms[0], ms[1], *want])
+    elif mask is not None:
         mask = unsqueeze_to(ctx, mask, 4)
         if _shape(mask)[2:] != (length, s):
             # NOTE: TensorRT documents the mask as [a0, a1, s_q, s_kv] where only a0 and a1 broadcast:
@@ -329,13 +347,19 @@ def cosine_similarity(ctx: ConversionContext, a: Any, b: Any, dim: int, eps: flo
     e = const(ctx, eps, dtype, n)
     ka, kb = tuple(a.shape)[dim], tuple(b.shape)[dim]
 
-    def norm(t: Any, own: int, other: int) -> Any:
+    def norm(t: Any, own: int, other: int, other_t: Any) -> Any:
         v = vector_norm(ctx, t, 2.0, [dim], True, dtype)
         if own == 1 and other > 1:  # NOTE: torch broadcasts first: a size-1 dim counts `other` times
             v = ew(ctx, v, const(ctx, math.sqrt(other), dtype, n), "PROD")
+        elif own == 1 and other < 0:  # the other's dim is dynamic: sqrt of its runtime size
+            size = ctx.network.add_slice(ctx.network.add_shape(other_t).get_output(0), [dim % n], [1], [1]).get_output(0)
+            root = ctx.network.add_unary(ctx.cast(size, dtype), ctx.trt.UnaryOperation.SQRT).get_output(0)
+            shuffle = ctx.network.add_shuffle(root)
+            shuffle.reshape_dims = [1] * n
+            v = ew(ctx, v, shuffle.get_output(0), "PROD")
         return ew(ctx, v, e, "MAX")
 
-    na, nb = norm(a, ka, kb), norm(b, kb, ka)
+    na, nb = norm(a, ka, kb, b), norm(b, kb, ka, a)
     prod = ew(ctx, ew(ctx, a, na, "DIV"), ew(ctx, b, nb, "DIV"), "PROD")
     return reduce(ctx, prod, "SUM", [dim], keep_dims=False)
 

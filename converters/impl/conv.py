@@ -254,6 +254,11 @@ def unfold(ctx: ConversionContext, x: Any, kernel: Sequence[int], dilation: Sequ
     """im2col (``F.unfold``) of ``x`` [N, C, H, W] or [C, H, W]: a grouped convolution with one-hot kernels."""
     shape = tuple(x.shape)
     c = shape[-3]
+    if c < 0 or any(d < 0 for d in shape[-2:]):
+        from torch2trt_lite.context import ConverterRefusal
+
+        # NOTE: the channels set the one-hot kernel's size, the spatial dims the output's
+        raise ConverterRefusal(f"unfold of an input whose channels or spatial dims are dynamic ({shape}, -1 = dynamic)")
     y = convolution(ctx, x, _patch_kernel(c, kernel), None, stride, padding, dilation, c, dtype=dtype)
     out = tuple(y.shape)
     from .nn_common import reshape

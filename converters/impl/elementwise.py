@@ -14,6 +14,8 @@ import torch
 
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.errors import ConversionError
+from torch2trt_lite.symbolic import SymSize
+from torch2trt_lite.symbolic import scalar as sym_scalar
 
 _INTS = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
@@ -41,6 +43,8 @@ def operand(ctx: ConversionContext, x: Any, dtype: torch.dtype) -> Any:
     """A network tensor for an elementwise operand, in the computation dtype."""
     if is_itensor(x):
         return ctx.cast(x, dtype)
+    if isinstance(x, SymSize):  # a dynamic size used as a value (``x / x.size(1)``)
+        return sym_scalar(ctx, x, dtype)
     return ctx.itensor(x, dtype=dtype)
 
 

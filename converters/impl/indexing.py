@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite.context import ConversionContext
+from torch2trt_lite import symbolic as Y
+from torch2trt_lite.context import ConversionContext, ConverterRefusal
 from torch2trt_lite.errors import ConversionError
 
 from . import elementwise as E
@@ -46,7 +47,7 @@ def normalize(x: torch.Tensor, index: Any, traced: Any) -> list[Item]:
                 raise ConversionError("indexing with False gives an empty tensor")
             items.append(Item("none"))
         elif isinstance(v, int):
-            items.append(Item("int", int(v)))
+            items.append(Item("int", v if Y.is_sym(v) else int(v)))
         elif isinstance(v, slice):
             items.append(Item("slice", v))
         elif isinstance(v, (torch.Tensor, list, tuple)):
@@ -89,13 +90,18 @@ def _wrap_index(ctx: ConversionContext, idx: Any, size: int) -> Any:
     """An INT64 network tensor of ``idx`` with negative entries wrapped (``i + size`` when ``i < 0``)."""
     if isinstance(idx, torch.Tensor) and not ctx.is_traced(idx):
         t = idx.to(torch.int64)
+        if Y.is_sym(size):  # a dynamic dim: negative indices would need its size
+            if bool((t < 0).any()):
+                Y.refuse("indexing with negative indices", [size], "they wrap around a dynamic dim")
+            return ctx.constant(t)
         if bool((t >= size).any()) or bool((t < -size).any()):
             raise ConversionError(f"index out of range for a dim of size {size}")
         return ctx.constant(torch.where(t < 0, t + size, t))
     it = ctx.cast(ctx.itensor(idx) if not E.is_itensor(idx) else idx, torch.int64)
     zero = E.scalar(ctx, 0, torch.int64)
     neg = E.ew(ctx, it, zero, "LESS")
-    return E.select(ctx, neg, E.ew(ctx, it, E.scalar(ctx, size, torch.int64), "SUM"), it)
+    n = Y.scalar(ctx, size) if Y.is_sym(size) else E.scalar(ctx, size, torch.int64)
+    return E.select(ctx, neg, E.ew(ctx, it, n, "SUM"), it)
 
 
 def _adjacent(items: Sequence[Item]) -> bool:
@@ -134,6 +140,8 @@ def _basic_slice(ctx: ConversionContext, it: Any, shape: Sequence[int], items: S
 
 def broadcast_indices(ctx: ConversionContext, idxs: Sequence[Any], sizes: Sequence[int]) -> tuple[list[Any], tuple]:
     """Wrapped INT64 index tensors broadcast to one shape (returned with that shape)."""
+    if Y.dynamic(ctx) and any(isinstance(i, torch.Tensor) and ctx.is_traced(i) for i in idxs):
+        return _broadcast_dynamic(ctx, idxs, sizes)
     shapes = [tuple(i.shape) for i in idxs]
     bshape = tuple(torch.broadcast_shapes(*shapes)) if shapes else ()
     out = []
@@ -144,10 +152,107 @@ def broadcast_indices(ctx: ConversionContext, idxs: Sequence[Any], sizes: Sequen
     return out, bshape
 
 
+def _slice_dynamic(ctx: ConversionContext, it: Any, sizes: Sequence[Any], items: Sequence[Item]) -> tuple[Any, list[Any]]:
+    """``_basic_slice`` where dims or bounds are dynamic: starts and sizes as shape tensors; also the
+    reshape spec that drops the int dims and inserts the None dims."""
+    n = len(sizes)
+    starts: list[Any] = [0] * n
+    lens: list[Any] = list(sizes)
+    strides = [1] * n
+    spec: list[Any] = []
+    d = 0
+    for item in items:
+        if item.kind == "none":
+            spec.append(1)
+            continue
+        if item.kind == "slice":
+            sl = item.value
+            step = 1 if sl.step is None else sl.step
+            if Y.is_sym(step) or int(step) <= 0:
+                raise ConverterRefusal(f"slice step must be a static positive int, got {step}")
+            b = S._clamp_bound(sl.start, sizes[d], 0)
+            e = S._clamp_bound(sl.stop, sizes[d], sizes[d])
+            starts[d], lens[d], strides[d] = b, Y.sym_max(0, (e - b + step - 1) // step), int(step)
+            spec.append(S.Copy(d))
+        elif item.kind == "int":
+            i = item.value
+            if not Y.is_sym(i) and i < 0:
+                i = sizes[d] + i
+            starts[d], lens[d] = i, 1
+        else:  # adv
+            spec.append(S.Copy(d))
+        d += 1
+    spec += [S.Copy(k) for k in range(d, n)]
+    if all(not Y.is_sym(v) and v == 0 for v in starts) and all(
+        (Y.is_sym(a) and a is b) or (not Y.is_sym(a) and not Y.is_sym(b) and a == b) for a, b in zip(lens, sizes, strict=True)
+    ) and strides == [1] * n:
+        return it, spec
+    layer = ctx.network.add_slice(
+        it, tuple(0 if Y.is_sym(v) else int(v) for v in starts), tuple(1 if Y.is_sym(v) else int(v) for v in lens),
+        tuple(strides),
+    )
+    if Y.has_sym(starts):
+        layer.set_input(1, Y.shape_tensor(ctx, starts))
+    if Y.has_sym(lens):
+        layer.set_input(2, Y.shape_tensor(ctx, lens))
+    return layer.get_output(0), spec
+
+
+def _getitem_dynamic(ctx: ConversionContext, x: torch.Tensor, it: Any, items: list[Item]) -> Any:
+    sizes = Y.sizes_of(ctx, x)
+    sliced, spec = _slice_dynamic(ctx, it, sizes, items)
+    adv = [(d, item.value) for d, item in enumerate(i for i in items if i.kind != "none") if item.kind == "adv"]
+    if not adv:
+        return S.reshape_spec(ctx, sliced, spec)
+    if any(i.kind in ("int", "none") for i in items):
+        Y.refuse("indexing with index tensors beside ints or None", [s for s in sizes if Y.is_sym(s)],
+                 "on a tensor with dynamic dims")
+    dims = [d for d, _ in adv]
+    idxs, _ = broadcast_indices(ctx, [v for _, v in adv], [sizes[d] for d in dims])
+    if len(adv) == 1:
+        return ctx.network.add_gather(sliced, idxs[0], dims[0]).get_output(0)
+    n = len(sizes)
+    rest = [d for d in range(n) if d not in dims]
+    out = S.permute(ctx, sliced, dims + rest)
+    out = S.flatten(ctx, out, 0, len(dims) - 1)
+    lin = idxs[0]
+    for d, i in zip(dims[1:], idxs[1:], strict=True):
+        size = Y.scalar(ctx, sizes[d]) if Y.is_sym(sizes[d]) else E.scalar(ctx, sizes[d], torch.int64)
+        lin = E.ew(ctx, E.ew(ctx, lin, size, "PROD"), i, "SUM")
+    out = ctx.network.add_gather(out, lin, 0).get_output(0)
+    if _adjacent(items) and dims[0]:
+        nb, p = len(tuple(lin.shape)), dims[0]
+        r = len(tuple(out.shape))
+        out = S.permute(ctx, out, list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, r)))
+    return out
+
+
+def _broadcast_dynamic(ctx: ConversionContext, idxs: Sequence[Any], sizes: Sequence[int]) -> tuple[list[Any], tuple]:
+    shapes = [Y.sizes_of(ctx, i) if isinstance(i, torch.Tensor) else tuple(torch.as_tensor(i).shape) for i in idxs]
+    n = max(len(sh) for sh in shapes)
+    target: list[Any] = []
+    for k in range(n):
+        ds = [sh[len(sh) - n + k] for sh in shapes if len(sh) - n + k >= 0]
+        big = [d for d in ds if Y.is_sym(d) or d != 1]
+        target.append(big[0] if big else 1)
+    out = []
+    for i, sh, size in zip(idxs, shapes, sizes, strict=True):
+        w = _wrap_index(ctx, i, size)
+        same = len(sh) == n and all(a is b or (not Y.is_sym(a) and not Y.is_sym(b) and a == b)
+                                    for a, b in zip(sh, target, strict=True))
+        out.append(w if same else S.expand(ctx, w, target))
+    return out, tuple(target)
+
+
 def getitem(ctx: ConversionContext, x: torch.Tensor, index: Any, out_shape: Sequence[int], it: Any = None) -> Any:
     """``x[index]`` as a network tensor (of ``it`` when given: x's network tensor at another version)."""
     items = normalize(x, index, ctx.is_traced)
     it = ctx.itensor(x) if it is None else it
+    if Y.dynamic(ctx) and (-1 in tuple(it.shape) or any(
+        Y.has_sym([i.value.start, i.value.stop, i.value.step] if i.kind == "slice" else i.value)
+        for i in items if i.kind in ("slice", "int")
+    )):
+        return _getitem_dynamic(ctx, x, it, items)
     shape = tuple(x.shape)
     it = _basic_slice(ctx, it, shape, items)
     adv = [(d, item.value) for d, item in enumerate(i for i in items if i.kind != "none") if item.kind == "adv"]
@@ -184,10 +289,39 @@ def setitem(ctx: ConversionContext, x: torch.Tensor, base: Any, index: Any, valu
     real = [i for i in items if i.kind != "none"]
     real += [Item("slice", slice(None))] * (n - len(real))
     # the region's shape as x[index] shows it, to broadcast the value the way torch does
-    region_shape = tuple(x[index].shape)
+    region_shape: tuple[Any, ...] = tuple(x[index].shape)
+    if Y.dynamic(ctx) and -1 in tuple(base.shape):
+        region_shape = _dynamic_region(ctx, x, base, items, real, shape)
     if all(i.kind in ("slice", "int") for i in real):
         return _set_box(ctx, base, shape, real, value, dtype, region_shape)
     return _set_advanced(ctx, base, shape, items, real, value, dtype)
+
+
+def _dynamic_region(ctx: ConversionContext, x: torch.Tensor, base: Any, items: list[Item], real: list[Item],
+                    shape: tuple) -> tuple[Any, ...]:
+    """``x[index]``'s shape with the dynamic dims of ``base`` symbolic; the index may restrict only
+    static dims (a box on a dynamic dim would need its size)."""
+    dyn = [d for d, s in enumerate(tuple(base.shape)) if s < 0]
+    for d in dyn:
+        item = real[d]
+        if item.kind != "slice" or item.value != slice(None):
+            Y.refuse("torch.Tensor.__setitem__", [Y.network_sizes(ctx, base)[d]],
+                     "an assignment may index only static dims of a tensor with dynamic dims")
+    sizes = Y.network_sizes(ctx, base)
+    out: list[Any] = []
+    d = 0
+    for item in items:
+        if item.kind == "none":
+            out.append(1)
+            continue
+        if item.kind == "slice":
+            out.append(sizes[d] if d in dyn else len(range(*item.value.indices(shape[d]))))
+        elif item.kind == "adv":
+            Y.refuse("torch.Tensor.__setitem__", [s for s in sizes if Y.is_sym(s)],
+                     "an assignment with index tensors into a tensor with dynamic dims")
+        d += 1
+    out += list(sizes[d:])
+    return tuple(out)
 
 
 def _value_it(ctx: ConversionContext, value: Any, dtype: torch.dtype) -> Any:
@@ -210,9 +344,21 @@ def _set_box(
     restricted = [d for d in range(n) if len(sets[d]) != shape[d]]
     val = _value_it(ctx, value, dtype)
     # value broadcast to the full box shape (ints keep size-1 dims)
-    box = tuple(len(s) for s in sets)
-    val = S.expand(ctx, val, region_shape) if tuple(val.shape) != tuple(region_shape) else val
-    val = S.reshape(ctx, val, box) if tuple(val.shape) != box else val
+    box: tuple[Any, ...] = tuple(len(s) for s in sets)
+    if Y.has_sym(region_shape):  # dynamic dims (whole, never restricted): symbolic sizes
+        sizes = Y.network_sizes(ctx, base)
+        box = tuple(sizes[d] if Y.is_sym(sizes[d]) else b for d, b in enumerate(box))
+        vs = Y.network_sizes(ctx, val)
+        if len(vs) != len(region_shape) or any(
+            not ((Y.is_sym(a) and tuple(val.shape)[i] < 0) or (not Y.is_sym(a) and a == b))
+            for i, (a, b) in enumerate(zip(region_shape, vs, strict=True))
+        ):
+            val = S.expand(ctx, val, list(region_shape))
+        val = S.reshape(ctx, val, list(box)) if len(box) != len(region_shape) or any(
+            not Y.is_sym(b) and b != r for b, r in zip(box, region_shape, strict=False)) else val
+    else:
+        val = S.expand(ctx, val, region_shape) if tuple(val.shape) != tuple(region_shape) else val
+        val = S.reshape(ctx, val, box) if tuple(val.shape) != box else val
     if any(b == 0 for b in box):
         return ctx.network.add_identity(base).get_output(0)
     if not restricted:

@@ -120,7 +120,9 @@ def slice_axis(ctx: ConversionContext, it: Any, axis: int, start: int, size: int
     """``it`` narrowed along ``axis`` (static shapes)."""
     shape = list(it.shape)
     if any(d < 0 for d in shape):
-        raise ConversionError("slicing a tensor with dynamic dimensions is not supported here yet")
+        from torch2trt_lite.converters.impl.shape import slice_
+
+        return slice_(ctx, it, axis, start, start + (size - 1) * step + 1, step)
     r = len(shape)
     axis %= r
     start_v = [0] * r

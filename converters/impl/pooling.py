@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 
 from .nn_common import (
@@ -73,7 +74,13 @@ def pool(
     if kind == "AVERAGE":
         layer.average_count_excludes_padding = not count_include_pad
     y = layer.get_output(0)
-    if ceil_mode:
+    if ceil_mode and any(d < 0 for d in shape[r - n:]):
+        # NOTE: a dynamic dim: without padding and with kernel >= stride no window starts past the
+        # input, so TensorRT's round-up gives torch's size; otherwise the last window depends on the size
+        if not all(pi == 0 and ki >= si for pi, ki, si in zip(padding, kernel, stride, strict=True)):
+            Y.refuse("ceil_mode pooling", [d for d in Y.network_sizes(ctx, it)[r - n:] if Y.is_sym(d)],
+                     "with padding or a stride above the kernel, whether the last window is kept depends on the size")
+    elif ceil_mode:
         # NOTE: TensorRT's round-up keeps a last window that starts in the padding; torch drops it
         got = tuple(y.shape)
         base = len(got) - len(k)
@@ -134,6 +141,18 @@ def adaptive_pool(ctx: ConversionContext, it: Any, kind: str, output_size: Seque
     r = rank(it)
     shape = tuple(it.shape)
     sizes = shape[r - n:]
+    if any(i < 0 for i in sizes):
+        # NOTE: dynamic spatial dims: a global pooling (output 1) is a reduction; other output sizes
+        # need windows that depend on the input size
+        dyn = Y.network_sizes(ctx, it)[r - n:]
+        Y.refuse("adaptive pooling", [d for d, o in zip(dyn, output_size, strict=True) if Y.is_sym(d) and o != 1],
+                 "to an output size other than 1 the windows depend on the input size")
+        axes = [r - n + i for i, (d, o) in enumerate(zip(sizes, output_size, strict=True)) if d != o]
+        if not axes:
+            return it
+        op = ctx.trt.ReduceOperation.AVG if kind == "AVERAGE" else ctx.trt.ReduceOperation.MAX
+        mask = sum(1 << a for a in axes)
+        return ctx.network.add_reduce(it, op, mask, True).get_output(0)
     if all(o > 0 and i % o == 0 for i, o in zip(sizes, output_size, strict=True)):
         k = [i // o for i, o in zip(sizes, output_size, strict=True)]
         if all(v == 1 for v in k):

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 
 from .linear import linear
@@ -80,13 +81,13 @@ def run_direction(
     dtype: torch.dtype,
 ) -> tuple[Any, Any, Any | None]:
     """One layer, one direction over time-major ``x`` [T, N, I]: (outputs [T, N, H], h_T, c_T)."""
-    steps = tuple(x.shape)[0]
+    steps = Y.network_sizes(ctx, x)[0]  # a dynamic sequence length: a shape-tensor trip count
     xg = linear(ctx, x, const(ctx, w.w_ih, dtype), None if w.b_ih is None else const(ctx, w.b_ih, dtype))
     if mode == "LSTM" and w.b_hh is not None:
         # NOTE: both LSTM biases are per step constants: add b_hh before the loop as well
         xg = ew(ctx, xg, const(ctx, w.b_hh, dtype, 3), "SUM")
         w = CellWeights(w.w_ih, w.w_hh, w.b_ih, None, w.w_hr)
-    trip = ctx.constant(torch.tensor(steps, dtype=torch.int32))
+    trip = Y.scalar(ctx, steps, torch.int32) if Y.is_sym(steps) else ctx.constant(torch.tensor(steps, dtype=torch.int32))
     loop = ctx.network.add_loop()
     loop.add_trip_limit(trip, ctx.trt.TripLimit.COUNT)
     step = loop.add_iterator(xg, 0, reverse).get_output(0)
@@ -141,18 +142,24 @@ def recurrent(
         from .nn_common import permute
 
         x = permute(ctx, x, (1, 0, 2))
-    n = tuple(x.shape)[1]
+    n = Y.network_sizes(ctx, x)[1]
+
+    def zeros(size: int) -> Any:  # a zero initial state (of a dynamic batch: a broadcast constant)
+        if Y.is_sym(n):
+            from .shape import expand
+
+            return expand(ctx, const(ctx, torch.zeros(1, size), dtype), [n, size])
+        return const(ctx, torch.zeros(n, size), dtype)
+
     hs, cs = [], []
     for layer in range(m.num_layers):
         outs = []
         for d in range(dirs):
             k = layer * dirs + d
-            h0 = squeeze(ctx, slice_axis(ctx, hx, 0, k, 1), [0]) if hx is not None else const(
-                ctx, torch.zeros(n, out_h), dtype)
+            h0 = squeeze(ctx, slice_axis(ctx, hx, 0, k, 1), [0]) if hx is not None else zeros(out_h)
             c0 = None
             if mode == "LSTM":
-                c0 = squeeze(ctx, slice_axis(ctx, cx, 0, k, 1), [0]) if cx is not None else const(
-                    ctx, torch.zeros(n, hidden), dtype)
+                c0 = squeeze(ctx, slice_axis(ctx, cx, 0, k, 1), [0]) if cx is not None else zeros(hidden)
             w = layer_weights(m, layer, "_reverse" if d else "")
             seq, h_last, c_last = run_direction(ctx, mode, x, h0, c0, w, hidden, bool(d), nonlinearity, dtype)
             outs.append(seq)

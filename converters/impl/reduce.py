@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.errors import ConversionError
 
@@ -59,6 +60,15 @@ def variance(ctx: ConversionContext, it: Any, dims: Sequence[int], correction: f
     mean = reduce(ctx, it, "AVG", dims, True)
     diff = E.ew(ctx, it, mean, "SUB")
     ss = reduce(ctx, E.ew(ctx, diff, diff, "PROD"), "SUM", dims, keepdim)
+    if any(tuple(it.shape)[d] < 0 for d in dims):  # a dynamic reduced dim: the count as a shape tensor
+        sizes = Y.network_sizes(ctx, it)
+        n: Any = 1
+        for d in dims:
+            n = n * sizes[d]
+        count_it = E.unsqueeze_to(ctx, Y.scalar(ctx, n, dt), len(tuple(ss.shape)))
+        dyn = E.ew(ctx, count_it, E.scalar(ctx, float(correction), dt, len(tuple(ss.shape))), "SUB")
+        dyn = E.ew(ctx, dyn, E.scalar(ctx, 0.0, dt, len(tuple(ss.shape))), "MAX")
+        return E.ew(ctx, ss, dyn, "DIV")
     denom = max(count(tuple(it.shape), dims) - correction, 0)
     return E.ew(ctx, ss, E.scalar(ctx, float(denom) if denom else 0.0, dt), "DIV")
 
@@ -116,22 +126,29 @@ def extreme(ctx: ConversionContext, it: Any, dim: int, largest: bool) -> tuple[A
     like torch's argmax/argmin/max(dim)/min(dim); top-k promises no order among ties."""
     values, idx = topk(ctx, it, 1, dim, largest)
     size = tuple(it.shape)[dim]
-    if size <= 1:
+    if 0 <= size <= 1:
         return values, idx
     # NOTE: first position equal to the extreme: min over where(x == v, position, size). A NaN
     # extreme equals nothing (size everywhere): the min with top-k's own index keeps that index.
     n = len(tuple(it.shape))
-    pos = ctx.constant(torch.arange(size, dtype=torch.float32).reshape([size if i == dim else 1 for i in range(n)]))
+    end: Any
+    if size < 0:  # a dynamic dim: the positions and the size from its shape
+        dyn = Y.network_sizes(ctx, it)[dim]
+        pos = Y.arange(ctx, dyn, n, dim, torch.float32)
+        end = E.unsqueeze_to(ctx, Y.scalar(ctx, dyn, torch.float32), n)
+    else:
+        pos = ctx.constant(torch.arange(size, dtype=torch.float32).reshape([size if i == dim else 1 for i in range(n)]))
+        end = E.scalar(ctx, float(size), torch.float32, n)
 
     def first_where(cond: Any) -> Any:  # the first position along dim where cond holds, else size
-        return reduce(ctx, E.select(ctx, cond, pos, E.scalar(ctx, float(size), torch.float32, n)), "MIN", [dim], True)
+        return reduce(ctx, E.select(ctx, cond, pos, end), "MIN", [dim], True)
 
     idx = E.ew(ctx, ctx.cast(first_where(E.compare(ctx, it, values, "eq")), torch.int64), idx, "MIN")
     if E.dtype_of(ctx, it).is_floating_point:
         # NOTE: torch's max/min/argmax/argmin propagate NaN (value NaN, index of the first NaN);
         # top-k does not promise to see it: pick it up explicitly
         first_nan = first_where(E.unary(ctx, it, "ISNAN"))
-        any_nan = E.compare(ctx, first_nan, float(size), "lt")
+        any_nan = E.compare(ctx, first_nan, end if size < 0 else float(size), "lt")
         values = E.select(ctx, any_nan, E.scalar(ctx, float("nan"), E.dtype_of(ctx, values), n), values)
         idx = E.select(ctx, any_nan, ctx.cast(first_nan, torch.int64), idx)
     return values, idx

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.errors import ConversionError
 
@@ -46,6 +47,8 @@ def interpolate(
     r = rank(it)
     if scales is not None:
         layer.scales = [1.0] * (r - len(scales)) + [float(s) for s in scales]
+    elif not isinstance(out_shape, (list, tuple)):  # a shape tensor (dynamic shapes)
+        layer.set_input(1, out_shape)
     else:
         layer.shape = tuple(int(d) for d in out_shape)
     layer.resize_mode = getattr(trt.InterpolationMode, kind)
@@ -67,15 +70,15 @@ _PAD_MODES = {"constant": "FILL", "reflect": "REFLECT", "replicate": "CLAMP", "c
 def pad(ctx: ConversionContext, it: Any, pads: Sequence[int], mode: str, value: float, dtype: torch.dtype) -> Any:
     """torch's ``F.pad``: ``pads`` lists (before, after) pairs from the last dim backwards; negative
     values crop. One slice layer whose out-of-bounds mode fills, reflects, clamps or wraps."""
-    shape = list(it.shape)
+    shape: list[Any] = list(it.shape)
     r = len(shape)
     if any(d < 0 for d in shape):
-        raise ConversionError("padding a tensor with dynamic dimensions is not supported yet")
+        shape = list(Y.network_sizes(ctx, it))  # dynamic dims: sizes computed as a shape tensor
     pairs = [(int(pads[2 * i]), int(pads[2 * i + 1])) for i in range(len(pads) // 2)]
     if mode != "constant" and any(b < 0 or a < 0 for b, a in pairs):
         # NOTE: torch crops first, then wraps / reflects / replicates what is left: two slices
         it = pad(ctx, it, [min(p, 0) for pair in pairs for p in pair], "constant", 0.0, dtype)
-        shape = list(it.shape)
+        shape = list(Y.network_sizes(ctx, it))
         pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
     start = [0] * r
     size = list(shape)
@@ -83,7 +86,9 @@ def pad(ctx: ConversionContext, it: Any, pads: Sequence[int], mode: str, value: 
         axis = r - 1 - i
         start[axis] = -before
         size[axis] = shape[axis] + before + after
-    layer = ctx.network.add_slice(it, tuple(start), tuple(size), (1,) * r)
+    layer = ctx.network.add_slice(it, tuple(start), tuple(1 if Y.is_sym(d) else d for d in size), (1,) * r)
+    if Y.has_sym(size):
+        layer.set_input(2, Y.shape_tensor(ctx, size))
     layer.mode = getattr(ctx.trt.SampleMode, _PAD_MODES[mode])
     if mode == "constant" and value != 0:
         layer.set_input(4, const(ctx, value, dtype))

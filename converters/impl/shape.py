@@ -13,10 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.errors import ConversionError
 
-# A dim of a reshape spec: a static size (int >= 0), or ``Copy(i)``: dim ``i`` of the input.
+# A dim of a reshape spec: a static size (int >= 0), ``Copy(i)``: dim ``i`` of the input, or a dynamic
+# size read while tracing (a ``torch2trt_lite.symbolic.SymSize``).
 DimSpec = Any
 
 
@@ -87,6 +89,11 @@ def dims_tensor(ctx: ConversionContext, it: Any, spec: Sequence[DimSpec]) -> Any
                 shape = shape_of(ctx, it)
             idx = _const_i64(ctx, [d.index])
             parts.append(ctx.network.add_gather(shape, idx, 0).get_output(0))
+        elif isinstance(d, Y.SymSize):
+            if static:
+                parts.append(_const_i64(ctx, static))
+                static = []
+            parts.append(Y.to_itensor(ctx, d))
         else:
             static.append(int(d))
     if static:
@@ -101,11 +108,15 @@ def dims_tensor(ctx: ConversionContext, it: Any, spec: Sequence[DimSpec]) -> Any
 def reshape_spec(ctx: ConversionContext, it: Any, spec: Sequence[DimSpec]) -> Any:
     """Reshape ``it`` to ``spec``; chooses static dims, 0 placeholders, -1, or a shape tensor."""
     in_shape = tuple(it.shape)
+    spec = [_as_copy(ctx, it, d, pos) for pos, d in enumerate(spec)]
     dims: list[int] = []
     unknown = 0
     uses_placeholder = literal_zero = False
     for pos, d in enumerate(spec):
-        if isinstance(d, Copy):
+        if isinstance(d, Y.SymSize):
+            dims.append(-1)  # NOTE: the only unknown dim: the reshape infers it (the eager reshape was valid)
+            unknown += 1
+        elif isinstance(d, Copy):
             size = in_shape[d.index]
             if size >= 0:
                 dims.append(size)
@@ -133,13 +144,22 @@ def reshape_spec(ctx: ConversionContext, it: Any, spec: Sequence[DimSpec]) -> An
     return layer.get_output(0)
 
 
+def _as_copy(ctx: ConversionContext, it: Any, d: DimSpec, pos: int) -> DimSpec:
+    """A dynamic size that is a dim of ``it`` (see ``symbolic.dim_of``) as ``Copy``."""
+    j = Y.dim_of(ctx, it, d, pos)
+    return d if j is None else Copy(j)
+
+
 # ---------------------------------------------------------------------------- builders
 def reshape(ctx: ConversionContext, it: Any, shape: Sequence[int] | Any) -> Any:
-    """``it.reshape(shape)``; ``shape`` is a sequence of ints (one may be -1) or a shape tensor."""
+    """``it.reshape(shape)``; ``shape`` is a sequence of ints (one may be -1; dynamic sizes read while
+    tracing are taken too) or a shape tensor."""
     if not isinstance(shape, (list, tuple)):
         layer = ctx.network.add_shuffle(it)
         layer.set_input(1, shape)
         return layer.get_output(0)
+    if Y.has_sym(shape):
+        return reshape_spec(ctx, it, list(shape))
     dims = tuple(int(d) for d in shape)
     if dims == tuple(it.shape) and -1 not in dims:
         return it
@@ -248,8 +268,8 @@ def slice_(
     n = len(shape)
     d = norm_dim(dim, n)
     size = shape[d]
-    if size < 0:
-        raise ConversionError("slicing a dynamic dim is not supported yet")
+    if size < 0 or Y.has_sym([start, stop]):
+        return _slice_dynamic(ctx, it, d, start, stop, step)
     step = 1 if step is None else int(step)
     if step <= 0:
         raise ConversionError(f"slice step must be positive, got {step}")
@@ -267,6 +287,44 @@ def slice_(
     if any(s < 0 for s in shape):
         full = dims_tensor(ctx, it, [length if i == d else Copy(i) for i in range(n)])
         layer.set_input(2, full)
+    return layer.get_output(0)
+
+
+def _clamp_bound(v: Any, size: Any, default: Any) -> Any:
+    """A slice bound in ``[0, size]`` the way Python clamps it (``size`` may be dynamic)."""
+    if v is None:
+        return default
+    if not isinstance(v, Y.SymSize) and v < 0:
+        v = size + v
+    elif isinstance(v, Y.SymSize) and not v._lo >= 0:
+        Y.refuse("slicing", [v], "a bound that may be negative wraps around the dim")
+    return Y.sym_max(0, Y.sym_min(v, size))
+
+
+def _slice_dynamic(ctx: ConversionContext, it: Any, d: int, start: Any, stop: Any, step: Any) -> Any:
+    """``slice_`` where the dim or the bounds are dynamic: start and size as shape tensors."""
+    if not Y.dynamic(ctx):
+        raise ConversionError("slicing a dynamic dim is not supported outside a dynamic-shape conversion")
+    step = 1 if step is None else step
+    if isinstance(step, Y.SymSize) or int(step) <= 0:
+        raise ConversionError(f"slice step must be a static positive int, got {step}")
+    sizes = list(Y.network_sizes(ctx, it))
+    n = len(sizes)
+    b = _clamp_bound(start, sizes[d], 0)
+    e = _clamp_bound(stop, sizes[d], sizes[d])
+    starts: list[Any] = [0] * n
+    starts[d] = b
+    sizes[d] = Y.sym_max(0, (e - b + step - 1) // step)
+    strides = [1] * n
+    strides[d] = int(step)
+    layer = ctx.network.add_slice(
+        it, tuple(0 if isinstance(v, Y.SymSize) else int(v) for v in starts),
+        tuple(1 if isinstance(v, Y.SymSize) else int(v) for v in sizes), tuple(strides),
+    )
+    if Y.has_sym(starts):
+        layer.set_input(1, Y.shape_tensor(ctx, starts))
+    if Y.has_sym(sizes):
+        layer.set_input(2, Y.shape_tensor(ctx, sizes))
     return layer.get_output(0)
 
 
@@ -291,7 +349,10 @@ def concat(ctx: ConversionContext, its: Sequence[Any], dim: int) -> Any:
 
 
 def expand(ctx: ConversionContext, it: Any, shape: Sequence[int]) -> Any:
-    """Broadcast ``it`` to ``shape`` (size-1 dims repeat; a slice with stride 0)."""
+    """Broadcast ``it`` to ``shape`` (size-1 dims repeat; a slice with stride 0). ``shape`` may hold
+    dynamic sizes read while tracing (the slice then takes its size from a shape tensor)."""
+    if Y.has_sym(shape):
+        return _expand_dynamic(ctx, it, list(shape))
     target = tuple(int(s) for s in shape)
     it = _unsqueeze_front(ctx, it, len(target))
     in_shape = tuple(it.shape)
@@ -299,6 +360,21 @@ def expand(ctx: ConversionContext, it: Any, shape: Sequence[int]) -> Any:
         return it
     strides = tuple(0 if (i == 1 and t != 1) else 1 for i, t in zip(in_shape, target, strict=True))
     return ctx.network.add_slice(it, (0,) * len(target), target, strides).get_output(0)
+
+
+def _expand_dynamic(ctx: ConversionContext, it: Any, target: list[Any]) -> Any:
+    it = _unsqueeze_front(ctx, it, len(target))
+    in_shape = tuple(it.shape)
+    spec = [_as_copy(ctx, it, d, pos) for pos, d in enumerate(target)]
+    if all((isinstance(d, Copy) and d.index == i) or (not isinstance(d, (Copy, Y.SymSize)) and d == s)
+           for i, (d, s) in enumerate(zip(spec, in_shape, strict=True))):
+        return it
+    strides = tuple(0 if (s == 1 and not (not isinstance(d, Y.SymSize) and d == 1)) else 1
+                    for s, d in zip(in_shape, target, strict=True))
+    sizes = tuple(1 if isinstance(d, Y.SymSize) else int(d) for d in target)
+    layer = ctx.network.add_slice(it, (0,) * len(target), sizes, strides)
+    layer.set_input(2, dims_tensor(ctx, it, spec))
+    return layer.get_output(0)
 
 
 def _unsqueeze_front(ctx: ConversionContext, it: Any, n: int) -> Any:

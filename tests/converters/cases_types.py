@@ -86,4 +86,16 @@ CASES = [
          others=lambda xs: [xs[0] * 2]),
     Case("zero_", _zero, xf, targets=[T + "zero_"]),
     Case("arange_from_shape", lambda x: x * torch.arange(x.shape[1]) + torch.ones(x.size(0), 1), xf),
+    # creation with sizes read from the input: constants when static; with a dynamic batch the sizes
+    # are symbolic (torch2trt_lite.symbolic) and these converters build them in the network
+    Case("zeros_of_size", lambda x: x + torch.zeros(x.shape[0], x.shape[1]), xf, targets=["torch.zeros"],
+         extra={"dynamic_targets": ["torch.zeros"]}),
+    Case("ones_of_size", lambda x: x * torch.ones((x.size(0), 1)), xf, targets=["torch.ones"],
+         extra={"dynamic_targets": ["torch.ones"]}),
+    Case("full_of_size", lambda x: x - torch.full((x.size(0), 1), 2.5), xf, targets=["torch.full"],
+         extra={"dynamic_targets": ["torch.full"]}),
+    Case("empty_of_size", lambda x: torch.empty(x.shape).fill_(1.0) * x, xf, targets=["torch.empty"],
+         extra={"dynamic_targets": ["torch.empty"]}),
+    Case("arange_of_size", lambda x: x + torch.arange(x.size(0) * 2, dtype=torch.float32)[::2, None], xf,
+         targets=["torch.arange"], extra={"dynamic_targets": ["torch.arange"]}),
 ]

@@ -67,7 +67,6 @@ _IDS = (torch.tensor([1, 2, 0, 3]),)
         (lambda x: F.dropout(x, 0.5), _X, "training mode"),
         (lambda x: F.max_pool2d(x, 2, return_indices=True)[0], _X, "return_indices"),
         (lambda x: F.adaptive_max_pool2d(x, 2, return_indices=True)[0], _X, "return_indices"),
-        (lambda x: F.conv2d(x, x * 1.0), _X, "constant weights"),
         (lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True), _X, "antialias"),
         (lambda x: F.scaled_dot_product_attention(x, x, x, dropout_p=0.1), _X, "dropout_p"),
         (lambda x: F.grid_sample(x.unsqueeze(0), torch.zeros(1, 1, 2, 2, 3)), _X, "4D"),

@@ -396,19 +396,45 @@ def test_if_conditional_output_shape_depends_on_data() -> None:
 
 # ------------------------------------------------------------------------------ assertions
 def test_assertion_at_run_time() -> None:
+    """A condition on a dynamic size is checked when the engine runs."""
+    n = Net()
+    x = n.input("x", (-1,))
+    n.dynamic("x", (1,), (3,), (8,))
+    size = n.network.add_shape(x).get_output(0)
+    big = n.ew(size, n.ints([1], np.int64), "GREATER")
+    layer = n.network.add_assertion(big, "x needs at least 2 elements")
+    assert layer.message == "x needs at least 2 elements"
+    engine = n.build(n.network.add_identity(x).get_output(0))
+    ctx = engine.create_execution_context()
+    for length, ok in ((3, True), (1, False)):
+        out = torch.empty(length)
+        ctx.set_input_shape("x", (length,))
+        ctx.set_tensor_address(engine.get_tensor_name(1), out)
+        ctx.set_tensor_address("x", torch.ones(length))
+        assert ctx.execute_async_v3(0) is ok
+
+
+def test_assertion_on_values_is_refused_like_tensorrt() -> None:
+    """An assertion's condition is a shape tensor: one computed from a float input's values makes that
+    input a shape input, which TensorRT refuses (TensorRT-RTX 1.7: "Input shape tensor x has type Float
+    but input shape tensors must have type INT32 or INT64")."""
+    from torch2trt_lite.errors import BuildError
+    from torch2trt_lite.sim._plan import _validate
+
     n = Net()
     x = n.input("x", (3,))
     positive = n.ew(x, n.const(np.zeros(1, dtype=np.float32)), "GREATER")
-    layer = n.network.add_assertion(positive, "x must be positive")
-    assert layer.message == "x must be positive"
-    engine = n.build(n.network.add_identity(x).get_output(0))
-    ctx = engine.create_execution_context()
-    out = torch.empty(3)
-    ctx.set_tensor_address(engine.get_tensor_name(1), out)
-    ctx.set_tensor_address("x", torch.tensor([1.0, 2.0, 3.0]))
-    assert ctx.execute_async_v3(0)
-    ctx.set_tensor_address("x", torch.tensor([1.0, -2.0, 3.0]))
-    assert not ctx.execute_async_v3(0)
+    n.network.add_assertion(positive, "x must be positive")
+    out = n.network.add_identity(x).get_output(0)
+    n.network.mark_output(out)
+    with pytest.raises(BuildError, match="Input shape tensor x has type Float but input shape tensors must"):
+        _validate(n.network, n.config)
+    assert n.builder.build_serialized_network(n.network, n.config) is None
+    # an int input read by the condition is a shape input: without a profile giving its values, refused
+    m = Net()
+    k = m.input("k", (1,), m.ns.int64)
+    m.network.add_assertion(m.ew(k, m.ints([0], np.int64), "GREATER"), "k must be positive")
+    assert m.plan(m.network.add_identity(k).get_output(0)) is None
 
 
 def test_assertion_known_at_build_time_fails_the_build() -> None:

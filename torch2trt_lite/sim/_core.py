@@ -39,7 +39,7 @@ from ._enums import DataType, LayerType, Severity, TensorLocation, _TrtEnum
 if TYPE_CHECKING:
     from ._network import INetworkDefinition
 
-PROBE_SIZES = (12, 24)
+PROBE_SIZES = (24, 56)  # NOTE: distinct after a stride-32 backbone (1 and 2), and within small position tables (64)
 _REAL_PROBE_LIMIT = 4096  # real probe values larger than this are demoted to meta tensors
 
 

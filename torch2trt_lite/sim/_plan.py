@@ -171,9 +171,47 @@ def decode_value(v: Any, blob: torch.Tensor) -> Any:
 
 
 # ---------------------------------------------------------------------------------- build
+def _assertion_inputs(network: Any) -> list[Any]:
+    """The network inputs an IAssertionLayer's condition is computed from, not through an IShapeLayer.
+
+    TensorRT evaluates an assertion's condition as a shape tensor, and every tensor a shape tensor is
+    computed from (up to the IShapeLayer that reads an execution tensor's dims) is a shape tensor too:
+    a condition on the values of a network input makes that input a shape input."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    todo = [layer._inputs[0] for layer in network._layers if layer._layer_type == "ASSERTION" and layer._inputs]
+    while todo:
+        t = todo.pop()
+        if t is None or id(t) in seen:
+            continue
+        seen.add(id(t))
+        producer = t._producer
+        if producer is None:
+            if t in network._inputs:
+                found.append(t)
+            continue
+        if producer._layer_type == "SHAPE":
+            continue
+        todo.extend(producer._inputs)
+    return found
+
+
 def _validate(network: Any, config: Any) -> None:
     if not network._outputs:
         raise BuildError("network has no outputs: call mark_output on at least one tensor")
+    for t in _assertion_inputs(network):
+        if t.dtype not in (DataType.INT32, DataType.INT64):
+            # NOTE: TensorRT-RTX 1.7's words for the same network
+            raise BuildError(
+                f"Input shape tensor {t.name} has type {t.dtype.name.capitalize()} but input shape tensors must "
+                "have type INT32 or INT64 (an IAssertionLayer's condition is a shape tensor: it is computed from "
+                f"'{t.name}''s values)"
+            )
+        if not config._profiles or any(t.name not in p._values for p in config._profiles):
+            raise BuildError(
+                f"Network has dynamic or shape inputs, but no optimization profile sets the values of shape input "
+                f"'{t.name}' (an IAssertionLayer's condition is computed from its values)"
+            )
     profiles = config._profiles
     names = [t.name for t in network._inputs] + [t.name for t in network._outputs]
     dup = {n for n in names if names.count(n) > 1}

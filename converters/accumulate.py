@@ -1,0 +1,107 @@
+"""Accumulations into bins and rows: ``index_add``/``index_add_`` (loop-based mixture-of-experts code
+adds each expert's output into its tokens' rows) and ``histc`` (transformers' MoE routing counts the
+tokens per expert with it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torch2trt_lite.context import ConversionContext
+from torch2trt_lite.registry import Call, converter
+
+from .elementwise import no_out
+from .impl import elementwise as E
+from .impl import indexing as I
+from .impl import reduce as R
+from .impl import shape as S
+from .indexing import convert_scatter_reduce
+
+T = torch.Tensor
+
+
+# --------------------------------------------------------------------------------- index_add
+def _index_add_check(call: Call) -> str | None:
+    x, index, source = call.arg(0, "input"), call.arg(2, "index"), call.arg(3, "source")
+    if not (isinstance(x, torch.Tensor) and isinstance(index, torch.Tensor) and isinstance(source, torch.Tensor)):
+        return "index_add needs tensors for input, index and source"
+    if index.dim() > 1:
+        return f"index_add with a {index.dim()}-D index (torch takes a 0-D or 1-D index)"
+    if x.dtype == torch.bool:
+        return "index_add on a bool tensor"
+    return no_out(call)
+
+
+@converter(torch.index_add, T.index_add, T.index_add_, check=_index_add_check)
+def convert_index_add(ctx: ConversionContext, call: Call) -> Any:
+    """``x.index_add(dim, index, source, alpha=a)`` is ``x.scatter_add(dim, idx, a * source)`` with the
+    1-D ``index`` broadcast to ``source``'s shape along ``dim``; converted by the scatter_add converter
+    (a one-hot of the index and a sum: TensorRT's scatter layer cannot add)."""
+    x, dim, index, source = call.arg(0, "input"), call.arg(1, "dim"), call.arg(2, "index"), call.arg(3, "source")
+    alpha = call.kwargs.get("alpha", call.args[4] if len(call.args) > 4 else 1)
+    n = max(source.dim(), 1)
+    d = S.norm_dim(dim, n)
+    src = source if source.dim() else source.reshape(1)
+    view = [1] * n
+    view[d] = -1
+    # NOTE: torch tensors for the scatter_add converter's Call, each mapped to its network tensor
+    idx_t = index.reshape(view).expand(src.shape).clone()
+    ctx.set_itensor(idx_t, S.expand(ctx, S.reshape(ctx, ctx.itensor(index), view), tuple(src.shape)))
+    src_it = E.operand(ctx, source, x.dtype)
+    if source.dim() == 0:
+        src_it = S.reshape(ctx, src_it, [1])
+    if alpha != 1:
+        src_it = E.ew(ctx, src_it, E.scalar(ctx, alpha, x.dtype), "PROD")
+    src_t = (src * alpha).to(x.dtype).clone()
+    ctx.set_itensor(src_t, src_it)
+    inner = Call(torch.scatter_add, "torch.scatter_add", (x, d, idx_t, src_t), {}, call.output, call.module_path)
+    return convert_scatter_reduce(ctx, inner)
+
+
+# --------------------------------------------------------------------------------------- histc
+def _histc_check(call: Call) -> str | None:
+    x = call.arg(0, "input")
+    if isinstance(x, torch.Tensor) and not x.is_floating_point():
+        return f"histc of a {x.dtype} tensor (torch takes floating-point input)"
+    bins = call.arg(1, "bins", 100)
+    if not isinstance(bins, int) or bins <= 0:
+        return f"histc with bins={bins!r} (a positive int is needed)"
+    lo, hi = call.arg(2, "min", 0), call.arg(3, "max", 0)
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+        return "histc with a tensor min or max"
+    if lo > hi:
+        return f"histc with min {lo} > max {hi}"
+    return no_out(call)
+
+
+@converter(torch.histc, T.histc, check=_histc_check)
+def convert_histc(ctx: ConversionContext, call: Call) -> Any:
+    """Counts per bin as torch computes them: ``bin = int((x - min) * bins / (max - min))`` (the last
+    bin also holds ``x == max``), values outside [min, max] left out; ``min == max`` uses the data's
+    own extremes (both 0 by default, as torch), and a range of zero width widens by 1 on each side.
+    The counts are a sum over a one-hot of the bins (``numel x bins`` booleans)."""
+    x = call.arg(0, "input")
+    bins = int(call.arg(1, "bins", 100))
+    lo, hi = float(call.arg(2, "min", 0)), float(call.arg(3, "max", 0))
+    dt = x.dtype
+    flat = S.reshape(ctx, ctx.itensor(x), [-1]) if x.dim() != 1 else ctx.itensor(x)
+    if lo == hi:
+        # NOTE: torch takes the data's min and max; equal ones widen to [min - 1, max + 1]
+        mn = R.reduce(ctx, flat, "MIN", [0], False)
+        mx = R.reduce(ctx, flat, "MAX", [0], False)
+        same = E.ew(ctx, mn, mx, "EQUAL")
+        one = E.scalar(ctx, 1, dt)
+        left = E.select(ctx, same, E.ew(ctx, mn, one, "SUB"), mn)
+        right = E.select(ctx, same, E.ew(ctx, mx, one, "SUM"), mx)
+    else:
+        left, right = E.scalar(ctx, lo, dt), E.scalar(ctx, hi, dt)
+    # NOTE: torch's order of operations: (x - left) * bins / (right - left), in the input's type
+    pos = E.ew(ctx, E.ew(ctx, flat, left, "SUB"), E.scalar(ctx, bins, dt), "PROD")
+    pos = E.ew(ctx, pos, E.ew(ctx, right, left, "SUB"), "DIV")
+    idx = ctx.cast(E.unary(ctx, pos, "FLOOR"), torch.int64)
+    idx = E.ew(ctx, idx, E.scalar(ctx, bins - 1, torch.int64), "MIN")
+    inside = E.logical(ctx, E.compare(ctx, flat, left, "ge"), E.compare(ctx, flat, right, "le"), "and")
+    hot = I.one_hot(ctx, idx, bins, torch.bool)  # (numel, bins)
+    hot = E.logical(ctx, hot, S.unsqueeze(ctx, inside, -1), "and")
+    return ctx.cast(R.reduce(ctx, ctx.cast(hot, torch.int32), "SUM", [0], False), dt)

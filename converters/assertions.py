@@ -1,0 +1,70 @@
+"""Runtime checks on values: ``torch._assert(cond, message)``, ``torch._assert_async(cond)`` and
+``torch._check_tensor_all(cond, message)`` with a condition computed from the inputs.
+
+Eager PyTorch checked the condition only on the traced inputs; the engine must check it on every run.
+TensorRT's ``IAssertionLayer`` cannot: it evaluates its condition as a *shape tensor* (computed from
+sizes only), and a condition on values turns the inputs it reads into shape inputs. TensorRT-RTX 1.7
+refuses such a network ("Input shape tensor input_0 has type Float but input shape tensors must have
+type INT32 or INT64"; an int64 input: "Network has dynamic or shape inputs, but no optimization
+profile has been defined"). So the condition, reduced to one BOOL, becomes an extra engine output
+(``assert_<k>``) that ``TRTModule`` reads after each run, raising ``RuntimeExecutionError`` with the
+model's message when it is False. In a bare plan (trtexec, Triton, C++) it is one more output to
+check. A condition on sizes alone (a Python bool) is checked by PyTorch while tracing and needs
+nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from torch2trt_lite.context import ConversionContext
+from torch2trt_lite.registry import Call, converter
+
+from .impl import elementwise as E
+from .impl import reduce as R
+from .impl import shape as S
+
+
+def _message(call: Call, index: int, name: str) -> str:
+    from torch2trt_lite.tracer import user_location
+
+    msg = call.arg(index, name, None)
+    if isinstance(msg, str) and msg:
+        return msg
+    # NOTE: a callable message is PyTorch's lazy form, built only on failure (it may read values): the
+    # engine gets the call's place instead
+    return f"{call.qualname} failed at {user_location(3)}"
+
+
+def _assertion(ctx: ConversionContext, cond: Any, message: str) -> None:
+    it = E.to_bool(ctx, ctx.itensor(cond))
+    n = len(tuple(it.shape))
+    if n:
+        it = ctx.cast(R.reduce(ctx, ctx.cast(it, torch.int32), "MIN", list(range(n)), False), torch.bool)  # all()
+    ctx.assertions.append((S.reshape(ctx, it, [1]), message))
+
+
+def _check_single(call: Call) -> str | None:
+    cond = call.args[0] if call.args else None
+    if isinstance(cond, torch.Tensor) and cond.numel() != 1:
+        return f"an assertion on a tensor of {cond.numel()} elements (PyTorch needs one: use .all())"
+    return None
+
+
+@converter(torch._assert, check=_check_single)
+def convert_assert(ctx: ConversionContext, call: Call) -> Any:
+    _assertion(ctx, call.args[0], _message(call, 1, "message"))
+    return None
+
+
+@converter(torch._assert_async, check=_check_single)
+def convert_assert_async(ctx: ConversionContext, call: Call) -> Any:
+    _assertion(ctx, call.args[0], _message(call, 1, "assert_msg"))
+    return None
+
+
+@converter(torch._check_tensor_all)
+def convert_check_tensor_all(ctx: ConversionContext, call: Call) -> Any:
+    _assertion(ctx, call.args[0], _message(call, 1, "message"))
+    return None
