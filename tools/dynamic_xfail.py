@@ -16,10 +16,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import torch  # noqa: E402
 
 import torch2trt_lite  # noqa: E402
-from tests.converters.test_dynamic_harness import _CASES, _clones, dynamic_form  # noqa: E402
+from tests.converters.test_dynamic_harness import _CASES, dynamic_form, run_dynamic  # noqa: E402
 
 
 def first_line(e: BaseException) -> str:
@@ -43,14 +42,8 @@ def main() -> int:
         if isinstance(form, str):
             skipped += 1
             continue
-        specs, others = form
-        model = case.build()
         try:
-            trt = torch2trt_lite.convert(model, specs, backend="sim", progress=False, verify=False)
-            for other in others:
-                with torch.no_grad():
-                    want = model(*_clones(other))
-                torch.testing.assert_close(trt(*_clones(other)), want, rtol=case.rtol, atol=case.atol, equal_nan=True)
+            run_dynamic(case, *form)
             passed += 1
         except torch2trt_lite.Torch2TRTError as e:
             refused[case.name] = first_line(e)

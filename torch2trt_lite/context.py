@@ -12,6 +12,7 @@ from torch.utils._pytree import SUPPORTED_NODES, tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .errors import ConversionError, InternalError
+from .precision import short_name
 
 
 class ConverterRefusal(ConversionError):
@@ -307,11 +308,8 @@ class ConversionContext:
             if int(it.dtype) != int(want):
                 start = self.num_layers()
                 self._map[t] = (self.network.add_cast(it, want).get_output(0), entry[1])
-                self.name_layers(start, module_path, f"{qualname.rsplit('.', 1)[-1].strip('_')}_out_{dtype_short(t.dtype)}")
-
-
-def dtype_short(dtype: torch.dtype) -> str:
-    return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype, str(dtype).replace("torch.", ""))
+                op = qualname.rsplit(".", 1)[-1].strip("_")
+                self.name_layers(start, module_path, f"{op}_out_{short_name(t.dtype)}")
 
 
 class CheckContext(ConversionContext):

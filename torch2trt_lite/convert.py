@@ -245,6 +245,16 @@ def _define(
     if len(onames) != len(tensors) or len(set(onames) | set(names)) != len(onames) + len(names):
         raise Torch2TRTError(f"output_names must be {len(tensors)} distinct names not used by inputs, got {onames}")
     marked: set[int] = set()
+
+    def mark(it: Any, name: str) -> Any:
+        """``it`` as the network output ``name`` (an identity where it is an input or marked already)."""
+        if id(it) in marked or it.is_network_input:
+            it = network.add_identity(it).get_output(0)
+        marked.add(id(it))
+        it.name = name
+        network.mark_output(it)
+        return it
+
     out_meta = []
     for name, t in zip(onames, tensors, strict=True):
         it = ctx.itensor(t)
@@ -252,24 +262,15 @@ def _define(
         if out_float is not None and dtype.is_floating_point and dtype != out_float:
             start = ctx.num_layers()
             it, dtype = ctx.cast(it, out_float), out_float  # NOTE: the boundary cast back to the user's type
-            ctx.name_layers(start, "", f"{name}_to_{_precision.SHORT.get(out_float, str(out_float))}")
-        if id(it) in marked or it.is_network_input:
-            it = network.add_identity(it).get_output(0)
-        marked.add(id(it))
-        it.name = name
-        network.mark_output(it)
+            ctx.name_layers(start, "", f"{name}_to_{_precision.short_name(out_float)}")
+        it = mark(it, name)
         out_shape = list(t.shape) if net_shapes is None else [int(d) for d in it.shape]
         out_meta.append({"name": name, "dtype": dtype_name(dtype), "shape": out_shape})
     for k, (it, message) in enumerate(ctx.assertions):
         # NOTE: a check on values is an extra BOOL output TRTModule reads after each run (TensorRT's
         # IAssertionLayer takes shape tensors only: see converters/assertions.py)
-        name = f"assert_{k}"
-        if id(it) in marked or it.is_network_input:
-            it = network.add_identity(it).get_output(0)
-        marked.add(id(it))
-        it.name = name
-        network.mark_output(it)
-        out_meta.append({"name": name, "dtype": "bool", "shape": [1], "assert": message})
+        mark(it, f"assert_{k}")
+        out_meta.append({"name": f"assert_{k}", "dtype": "bool", "shape": [1], "assert": message})
     out_tree = encode_tree(out, [0])
     return NetworkDefinition(be, builder, network, logger, ctx, names, out_meta, out_tree, t_trace, policy)
 
@@ -377,6 +378,7 @@ def convert(
         profiles=profiles,
     )
     policy, out_float = _precision_setup(model, res, precision, fp16_mode, precision_overrides, io_dtype)
+    precision_meta = _precision.settings(policy, out_float)
     xs = res.examples
     input_names = _input_names(input_names, res)
     workspace = _workspace(max_workspace_size)
@@ -395,7 +397,7 @@ def convert(
         if res.dynamic:
             options["profiles"] = [[[list(s) for s in r] for r in p] for p in res.profiles]
         if policy is not None or out_float is not None:
-            options["precision"] = _precision_meta(policy, out_float)
+            options["precision"] = precision_meta
         t_key = time.perf_counter()
         entry = _cache.entry_path(cache_dir, _cache.key(model, xs, names0, options, be))
         t_key = time.perf_counter() - t_key
@@ -461,7 +463,7 @@ def convert(
         "outputs": out_meta,
         "out_tree": out_tree,
         "plugins": uses_plugins,
-        "precision": _precision_meta(policy, out_float),
+        "precision": dict(precision_meta),
         "layers": [[n, t, [dt for _, dt in outs]] for n, t, outs in network_layers(network)],
     }
     quant = _quantization_info(model)
@@ -515,7 +517,7 @@ def _precision_setup(
 
 def _int8_mode(model: Any, inputs: Any, flag: Any, dataset: Any, algorithm: Any) -> Any:
     """torch2trt's ``int8_mode``: the model quantized by :func:`torch2trt_lite.quantize`."""
-    from .quantization import QuantizedModel, quantize
+    from .quantization import METHODS, QuantizedModel, quantize
 
     if flag is not True:
         raise Torch2TRTError(f"int8_mode must be True or False, got {flag!r}")
@@ -524,8 +526,7 @@ def _int8_mode(model: Any, inputs: Any, flag: Any, dataset: Any, algorithm: Any)
     if not isinstance(model, torch.nn.Module):
         raise Torch2TRTError("int8_mode=True needs an nn.Module (quantize() replaces its conv and linear layers)")
     name = "entropy" if algorithm is None else str(getattr(algorithm, "name", algorithm)).lower()
-    methods = {"entropy": "entropy", "max": "max", "percentile": "percentile", "mse": "mse"}
-    method = methods.get(name) or ("entropy" if "entropy" in name else "max" if "minmax" in name else None)
+    method = name if name in METHODS else "entropy" if "entropy" in name else "max" if "minmax" in name else None
     if method is None:
         raise Torch2TRTError(
             f"int8_calib_algorithm={algorithm!r}: use 'entropy', 'max', 'percentile' or 'mse' (or a TensorRT "
@@ -544,13 +545,6 @@ def _quantization_info(model: Any) -> dict[str, Any] | None:
     from .quantization import quantization_info
 
     return quantization_info(model)
-
-
-def _precision_meta(policy: _precision.Policy | None, out_float: torch.dtype | None) -> dict[str, Any]:
-    """The engine file's record of the precision settings."""
-    meta: dict[str, Any] = policy.settings() if policy is not None else {"precision": "fp32", "source": "precision", "overrides": {}}
-    meta["io_dtype"] = _precision.SHORT.get(out_float) if out_float is not None else None
-    return meta
 
 
 def _hull(ranges: list[_shapes.Range]) -> dict[str, list[int]]:

@@ -413,8 +413,10 @@ class TRTModule(torch.nn.Module):
         """The precision settings the engine was converted with: ``precision`` (fp32/fp16/bf16),
         ``source`` (``"precision"`` or ``"autocast"``), ``overrides``, ``io_dtype`` and, for a quantized
         model, ``quantization`` (see :func:`torch2trt_lite.convert`)."""
+        from .precision import settings
+
         p = self._meta.get("precision")
-        return dict(p) if isinstance(p, dict) else {"precision": "fp32", "source": "precision", "overrides": {}, "io_dtype": None}
+        return dict(p) if isinstance(p, dict) else settings(None, None)
 
     def layer_precisions(self) -> list[tuple[str, str, list[str]]]:
         """(name, layer type, [type of each output]) of every layer of the network as converted

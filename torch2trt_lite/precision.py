@@ -51,6 +51,11 @@ PRECISIONS: dict[str, torch.dtype] = {
 }
 SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
+
+def short_name(dtype: torch.dtype) -> str:
+    """``fp32``/``fp16``/``bf16`` (other types: torch's name without ``torch.``), as in cast layer names."""
+    return SHORT.get(dtype, str(dtype).replace("torch.", ""))
+
 _T = "torch.Tensor."
 _F = "torch.nn.functional."
 
@@ -147,11 +152,9 @@ AUTOCAST_FP32: dict[str, frozenset[str]] = {
 WIDEST = torch.float64  # marker for Policy.target: the widest floating type among the call's inputs
 _FLOATS = frozenset({torch.bfloat16, torch.float16, torch.float32})
 
-# calls whose arguments the policy never casts: explicit conversions and in-place writes
-_NEVER = frozenset({
-    _T + n for n in ("to", "type", "type_as", "half", "float", "bfloat16", "double", "copy_", "__setitem__",
-                     "view_as", "masked_fill_", "index_put_")
-})
+# calls whose arguments the policy never casts: explicit conversions (in-place writes, the tracer's
+# _is_inplace, never reach it)
+_NEVER = frozenset({_T + n for n in ("to", "type", "type_as", "half", "float", "bfloat16", "double", "view_as")})
 
 
 def precision_dtype(value: Any, what: str = "precision") -> torch.dtype:
@@ -179,7 +182,7 @@ class Policy:
     def target(self, qualname: str, module_path: str) -> torch.dtype | None:
         """The type every floating input of this call is cast to; None: left as they are;
         :data:`WIDEST`: the widest floating type among them."""
-        if qualname in _NEVER or _inplace(qualname):
+        if qualname in _NEVER:
             return None
         o = self.ops.get(qualname)
         if o is not None:
@@ -197,18 +200,17 @@ class Policy:
             return WIDEST
         return None
 
-    def settings(self) -> dict[str, Any]:
-        """What the engine file records."""
-        return {
-            "precision": SHORT[self.dtype] if self.dtype is not None else "fp32",
-            "source": self.source,
-            "overrides": dict(self.described),
-        }
 
 
-def _inplace(qualname: str) -> bool:
-    name = qualname.rsplit(".", 1)[-1]
-    return (name.endswith("_") and not name.endswith("__")) or (name.startswith("__i") and name != "__index__")
+def settings(policy: Policy | None, io_dtype: torch.dtype | None) -> dict[str, Any]:
+    """What engine files record of a conversion's precision (``policy`` None: plain fp32; an engine
+    written before this record reads as that too)."""
+    return {
+        "precision": SHORT[policy.dtype] if policy is not None and policy.dtype is not None else "fp32",
+        "source": policy.source if policy is not None else "precision",
+        "overrides": dict(policy.described) if policy is not None else {},
+        "io_dtype": SHORT[io_dtype] if io_dtype is not None else None,
+    }
 
 
 def make_policy(
@@ -316,8 +318,8 @@ def _overrides(
 
 
 class _Swap:
-    """A module's floating parameters and buffers replaced by copies in ``dtype`` for one call (a
-    module converter, e.g. nn.MultiheadAttention or nn.LSTM, reads them from the module)."""
+    """A module's floating parameters (its submodules' too) replaced by copies in ``dtype`` for one
+    call: a module converter, e.g. nn.MultiheadAttention's, reads them from the module."""
 
     def __init__(self, module: torch.nn.Module, dtype: torch.dtype) -> None:
         self.module = module
@@ -367,7 +369,7 @@ def cast_call(
     op = qualname.rsplit(".", 1)[-1].strip("_")
     for i, x in enumerate(leaves):
         if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != dt:
-            if x.dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+            if x.dtype not in _FLOATS and x.dtype != torch.float64:
                 continue  # fp8 and other storage types are only ever cast explicitly
             if only_traced and not ctx.is_traced(x):
                 continue
@@ -385,13 +387,11 @@ def _cast(policy: Policy, ctx: Any, x: torch.Tensor, dt: torch.dtype, op: str, m
         hit = cached.get(dt)
         if hit is not None and hit[1] == x._version:
             return hit[0]  # type: ignore[no-any-return]
-    y = x.detach().to(dt) if not x.requires_grad else x.to(dt)
-    if ctx.network is not None and ctx.is_traced(x):
+    y = x.detach().to(dt)  # NOTE: tracing runs under no_grad
+    if ctx.is_traced(x):
         start = ctx.num_layers()
         ctx.set_itensor(y, ctx.cast(ctx.itensor(x), dt))
         ctx.name_layers(start, module_path, f"{op}_in_{SHORT[dt]}")
-    elif ctx.network is None and ctx.is_traced(x):
-        ctx.mark_traced(y)
     policy._casts.setdefault(x, {})[dt] = (y, x._version)
     return y
 

@@ -408,17 +408,18 @@ def scalar(ctx: ConversionContext, v: Any, dtype: torch.dtype = torch.int64) -> 
 
 
 def shape_tensor(ctx: ConversionContext, dims: Sequence[Any]) -> Any:
-    """A 1-D INT64 shape tensor of ``dims`` (ints, -1 and :class:`SymSize` mixed)."""
+    """A 1-D INT64 shape tensor of ``dims``: ints, -1, :class:`SymSize` and 1-element INT64 network
+    tensors (a dim read from another tensor's shape) mixed."""
     parts: list[Any] = []
     static: list[int] = []
     for d in dims:
-        if isinstance(d, SymSize):
+        if isinstance(d, (int, np.integer)) and not isinstance(d, SymSize):
+            static.append(int(d))
+        else:
             if static:
                 parts.append(_const(ctx, static))
                 static = []
-            parts.append(to_itensor(ctx, d))
-        else:
-            static.append(int(d))
+            parts.append(to_itensor(ctx, d) if isinstance(d, SymSize) else d)
     if static:
         parts.append(_const(ctx, static))
     if len(parts) == 1:

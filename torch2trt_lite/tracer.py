@@ -45,13 +45,12 @@ from .context import ConverterRefusal, arg_tensors
 from .errors import ConversionError, InternalError, Torch2TRTError, UnsupportedOperatorError
 from .precision import Policy, cast_call
 from .registry import REGISTRY, Call, ConverterRecord, Registry, _load_builtin_converters
+from .symbolic import READS as _SYM_READS  # size reads a dynamic conversion's symbolic sizes answer
 
 if TYPE_CHECKING:
     from .context import ConversionContext
     from .symbolic import SymbolicSizes
 
-# Size reads that a dynamic conversion's symbolic sizes answer (torch2trt_lite.symbolic.READS)
-_SYM_READS = frozenset({"size", "shape", "__len__", "numel", "nelement"})
 
 _ACTIVE: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("torch2trt_lite_tracer", default=None)
 _PATCH_LOCK = threading.RLock()
@@ -603,7 +602,7 @@ def _convert(
     swap = None
     try:
         ctx = tracer.ctx
-        if tracer.precision is not None:
+        if tracer.precision is not None and not _is_inplace(record.qualname):  # NOTE: an in-place op keeps its types
             args, kwargs, swap = cast_call(tracer.precision, ctx, record.qualname, record.kind, tracer.module_path,
                                            args, kwargs)
             if swap is not None:

@@ -76,33 +76,12 @@ def _const_i64(ctx: ConversionContext, values: Sequence[int]) -> Any:
 
 
 def dims_tensor(ctx: ConversionContext, it: Any, spec: Sequence[DimSpec]) -> Any:
-    """A 1-D INT64 shape tensor holding ``spec`` (static sizes and copies of ``it``'s dims)."""
-    parts: list[Any] = []
-    static: list[int] = []
-    shape = None
-    for d in spec:
-        if isinstance(d, Copy):
-            if static:
-                parts.append(_const_i64(ctx, static))
-                static = []
-            if shape is None:
-                shape = shape_of(ctx, it)
-            idx = _const_i64(ctx, [d.index])
-            parts.append(ctx.network.add_gather(shape, idx, 0).get_output(0))
-        elif isinstance(d, Y.SymSize):
-            if static:
-                parts.append(_const_i64(ctx, static))
-                static = []
-            parts.append(Y.to_itensor(ctx, d))
-        else:
-            static.append(int(d))
-    if static:
-        parts.append(_const_i64(ctx, static))
-    if len(parts) == 1:
-        return parts[0]
-    layer = ctx.network.add_concatenation(parts)
-    layer.axis = 0
-    return layer.get_output(0)
+    """A 1-D INT64 shape tensor holding ``spec`` (static sizes, symbolic sizes and copies of ``it``'s dims)."""
+    shape = shape_of(ctx, it) if any(isinstance(d, Copy) for d in spec) else None
+    return Y.shape_tensor(ctx, [
+        ctx.network.add_gather(shape, _const_i64(ctx, [d.index]), 0).get_output(0) if isinstance(d, Copy) else d
+        for d in spec
+    ])
 
 
 def reshape_spec(ctx: ConversionContext, it: Any, spec: Sequence[DimSpec]) -> Any:

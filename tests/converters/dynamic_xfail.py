@@ -86,11 +86,11 @@ DYNAMIC_XFAIL: dict[str, str] = {'channel_shuffle_fn': "RuntimeExecutionError: e
  'unfold_module_unbatched': "UnsupportedOperatorError: unsupported operator torch.nn.functional.unfold at module '<model>': unfold of an input whose channels or spatial dims are dynamic ((-1, 4, 6), "
                             '-1 = dynamic). Register a converter with @torch2trt_lite.converter, or'}
 
-DYNAMIC_WRONG: dict[str, str] = {'copy_broadcast_cast': "AssertionError: The values for attribute 'shape' do not match: torch.Size([5, 6]) != torch.Size([1, 6]).",
- 'diag_1d': "AssertionError: The values for attribute 'shape' do not match: torch.Size([4, 4]) != torch.Size([1, 1]).",
- 'diag_1d_k': "AssertionError: The values for attribute 'shape' do not match: torch.Size([5, 5]) != torch.Size([3, 3]).",
- 'diag_2d': "AssertionError: The values for attribute 'shape' do not match: torch.Size([4]) != torch.Size([1]).",
- 'diag_2d_k': "AssertionError: The values for attribute 'shape' do not match: torch.Size([3]) != torch.Size([1]).",
- 'diagonal': "AssertionError: The values for attribute 'shape' do not match: torch.Size([4]) != torch.Size([1]).",
- 'diagonal_dims': "AssertionError: The values for attribute 'shape' do not match: torch.Size([3, 2]) != torch.Size([3, 1]).",
- 'fuzz_cumprod_bf16': 'AssertionError: Tensor-likes are not close! (Greatest relative difference: 0.011173184029757977 at index (1, 3) (up to 0.01 allowed))'}
+DYNAMIC_WRONG: dict[str, str] = {'copy_broadcast_cast': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([5, 6]) != torch.Size([1, 6]).",
+ 'diag_1d': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([4, 4]) != torch.Size([1, 1]).",
+ 'diag_1d_k': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([5, 5]) != torch.Size([3, 3]).",
+ 'diag_2d': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([4]) != torch.Size([1]).",
+ 'diag_2d_k': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([3]) != torch.Size([1]).",
+ 'diagonal': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([4]) != torch.Size([1]).",
+ 'diagonal_dims': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([3, 2]) != torch.Size([3, 1]).",
+ 'fuzz_cumprod_bf16': 'AssertionError: at batch 4: Tensor-likes are not close! (Greatest relative difference: 0.011173184029757977 at index (1, 3) (up to 0.01 allowed))'}

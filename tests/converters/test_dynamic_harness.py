@@ -16,7 +16,6 @@ values at another batch: each must still fail (strict), so a fixed converter sho
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ import torch
 
 import torch2trt_lite
 from tests.converters.dynamic_xfail import DYNAMIC_WRONG, DYNAMIC_XFAIL
-from tests.converters.harness import Case
+from tests.converters.harness import Case, _clones
 from tests.converters.test_converters import CASES
 from torch2trt_lite.errors import Torch2TRTError
 
@@ -50,7 +49,7 @@ def dynamic_form(case: Case) -> tuple[list[Any], list[list[Any]]] | str:
         other = [_rows(x, n) if k else x for x, k in zip(xs, batched, strict=True)]
         try:
             with torch.no_grad():
-                model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in other])
+                model(*_clones(other))
         except (RuntimeError, IndexError, ValueError, TypeError, AssertionError) as e:
             return f"eager PyTorch cannot run this case at batch {n} ({type(e).__name__}: {str(e)[:120]})"
         others.append(other)
@@ -77,16 +76,12 @@ def _param(c: Case) -> Any:
 _CASES = [c for c in CASES if not c.xfail and not c.extra.get("needs_cuda")]
 
 
-@pytest.mark.parametrize("case", [_param(c) for c in _CASES])
-def test_converter_with_dynamic_batch(case: Case) -> None:
-    form = dynamic_form(case)
-    if isinstance(form, str):
-        pytest.skip(form)
-    specs, others = form
+def run_dynamic(case: Case, specs: list[Any], others: list[list[Any]]) -> None:
+    """Convert ``case`` with its dynamic inputs ``specs`` and compare with eager at each of ``others``."""
     model = case.build()
-    # NOTE: verify=False: the runs below at two other sizes are this test's check (convert's own check
-    # would draw random inputs, which an integer divisor or index of a case cannot take)
-    trt = torch2trt_lite.convert(model, specs, backend="sim", verify=False)
+    # NOTE: verify=False: the runs below at two other sizes are the check (convert's own check would draw
+    # random inputs, which an integer divisor or index of a case cannot take)
+    trt = torch2trt_lite.convert(model, specs, backend="sim", verify=False, progress=False)
     for other in others:
         with torch.no_grad():
             want = model(*_clones(other))
@@ -96,12 +91,16 @@ def test_converter_with_dynamic_batch(case: Case) -> None:
                                    msg=functools.partial(_at_batch, n))
 
 
+@pytest.mark.parametrize("case", [_param(c) for c in _CASES])
+def test_converter_with_dynamic_batch(case: Case) -> None:
+    form = dynamic_form(case)
+    if isinstance(form, str):
+        pytest.skip(form)
+    run_dynamic(case, *form)
+
+
 def _at_batch(n: int, message: str) -> str:
     return f"at batch {n}: {message}"
-
-
-def _clones(xs: Sequence[Any]) -> list[Any]:
-    return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
 
 
 def test_xfail_table_names_real_cases() -> None:
