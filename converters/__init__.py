@@ -23,3 +23,6 @@ from . import zoo_transformers  # noqa: F401
 from . import quantization  # noqa: F401
 from . import accumulate  # noqa: F401
 from . import assertions  # noqa: F401
+from . import detection  # noqa: F401
+from . import datadep  # noqa: F401
+from . import zoo_torchvision  # noqa: F401

@@ -7,11 +7,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter, register_table
 
-from .impl.conv import convolution, fold, unfold
-from .impl.nn_common import float_dtype, is_traced, ntuple
+from .impl import shape as S
+from .impl.conv import _patch_kernel, convolution, fold, unfold
+from .impl.nn_common import const, ew, float_dtype, is_traced, ntuple, rank
 
 
 def _check(call: Call) -> str | None:
@@ -91,12 +93,33 @@ def _conv(ctx: ConversionContext, call: Call) -> Any:
 def _conv_transpose(ctx: ConversionContext, call: Call) -> Any:
     if is_traced(call.arg(1, "weight")):
         return _traced_kernel(ctx, call, transposed=True)
-    return convolution(
-        ctx, ctx.itensor(call.arg(0, "input")), call.arg(1, "weight"), call.arg(2, "bias", None),
-        stride=call.arg(3, "stride", 1), padding=call.arg(4, "padding", 0),
-        output_padding=call.arg(5, "output_padding", 0), groups=call.arg(6, "groups", 1),
-        dilation=call.arg(7, "dilation", 1), transposed=True, dtype=call.output.dtype,
+    x, w, b = ctx.itensor(call.arg(0, "input")), call.arg(1, "weight"), call.arg(2, "bias", None)
+    n = w.dim() - 2
+    p, op = ntuple(call.arg(4, "padding", 0), n), ntuple(call.arg(5, "output_padding", 0), n)
+    extra = [max(0, o - q) for o, q in zip(op, p, strict=True)]
+    dynamic = -1 in tuple(x.shape) and any(extra)
+    y = convolution(
+        ctx, x, w, None if dynamic else b, stride=call.arg(3, "stride", 1), padding=p,
+        output_padding=[min(o, q) for o, q in zip(op, p, strict=True)] if dynamic else op,
+        groups=call.arg(6, "groups", 1), dilation=call.arg(7, "dilation", 1), transposed=True, dtype=call.output.dtype,
     )
+    return _extend_end(ctx, y, extra, b, call.output.dtype) if dynamic else y
+
+
+def _extend_end(ctx: ConversionContext, y: Any, extra: list[int], bias: torch.Tensor | None, dtype: torch.dtype) -> Any:
+    """Output padding beyond the padding of a deconvolution whose input has dynamic dims: ``extra``
+    zero rows at the end of each spatial dim (a FILL slice sized by a shape tensor), then the bias
+    (those rows hold only the bias, as in torch)."""
+    r, n = rank(y), len(extra)
+    sizes = Y.network_sizes(ctx, y)
+    out = [*sizes[:r - n], *(v + e for v, e in zip(sizes[r - n:], extra, strict=True))]
+    layer = ctx.network.add_slice(y, (0,) * r, tuple(1 if Y.is_sym(v) else int(v) for v in out), (1,) * r)
+    layer.set_input(2, Y.shape_tensor(ctx, out))
+    layer.mode = ctx.trt.SampleMode.FILL
+    y = layer.get_output(0)
+    if bias is None:
+        return y
+    return ew(ctx, y, const(ctx, bias.reshape(-1, *([1] * n)), dtype, r), "SUM")
 
 
 register_table(
@@ -130,6 +153,9 @@ def _check_patches(call: Call) -> str | None:
 @converter(F.unfold, check=_check_patches)
 def convert_unfold(ctx: ConversionContext, call: Call) -> Any:
     k, d, p, s = _patch_args(call, 1)
+    if Y.dynamic(ctx):
+        Y.refuse(call.qualname, list(Y.sizes_of(ctx, call.arg(0, "input"))[-3:]),
+                 "unfold's channels set its one-hot kernel and its spatial dims the output's block count")
     return unfold(ctx, ctx.itensor(call.arg(0, "input")), k, d, p, s, call.output.dtype)
 
 
@@ -137,4 +163,20 @@ def convert_unfold(ctx: ConversionContext, call: Call) -> Any:
 def convert_fold(ctx: ConversionContext, call: Call) -> Any:
     out = ntuple(call.arg(1, "output_size"), 2)
     k, d, p, s = _patch_args(call, 2)
-    return fold(ctx, ctx.itensor(call.arg(0, "input")), out, k, d, p, s, call.output.dtype)
+    x = ctx.itensor(call.arg(0, "input"))
+    shape = tuple(x.shape)
+    if -1 not in shape:
+        return fold(ctx, x, out, k, d, p, s, call.output.dtype)
+    # NOTE: dynamic dims: impl.conv.fold's grouped one-hot deconvolution, its output padding beyond the
+    # padding added by _extend_end (a shape-tensor slice), its reshape copying the dynamic batch
+    Y.refuse(call.qualname, [v for v in Y.sizes_of(ctx, call.arg(0, "input"))[-2:]],
+             "fold's channels and block count set its kernel and output size")
+    c = shape[-2] // int(torch.tensor(k).prod())
+    blocks = [(o + 2 * q - dd * (kk - 1) - 1) // ss + 1 for o, kk, dd, q, ss in zip(out, k, d, p, s, strict=True)]
+    y = S.reshape_spec(ctx, x, [S.Copy(i) for i in range(len(shape) - 1)] + blocks)
+    full = [(bb - 1) * ss - 2 * q + dd * (kk - 1) + 1 for bb, kk, dd, q, ss in zip(blocks, k, d, p, s, strict=True)]
+    op = [o - f for o, f in zip(out, full, strict=True)]
+    y = convolution(ctx, y, _patch_kernel(c, k), None, s, p, d, c, transposed=True,
+                    output_padding=[min(o, q) for o, q in zip(op, p, strict=True)], dtype=call.output.dtype)
+    extra = [max(0, o - q) for o, q in zip(op, p, strict=True)]
+    return _extend_end(ctx, y, extra, None, call.output.dtype) if any(extra) else y

@@ -15,6 +15,7 @@ from torch2trt_lite.context import ConversionContext, ConverterRefusal
 from torch2trt_lite.errors import ConversionError
 from torch2trt_lite.registry import Call, converter
 
+from . import detection
 from .elementwise import no_out
 from .impl import elementwise as E
 from .impl import indexing as I
@@ -125,7 +126,9 @@ def convert_index_put(ctx: ConversionContext, call: Call) -> Any:
 def convert_copy(ctx: ConversionContext, call: Call) -> Any:
     x, src = call.args[0], call.arg(1, "src")
     it = E.operand(ctx, src, x.dtype)
-    if tuple(it.shape) != tuple(x.shape):
+    if Y.dynamic(ctx):  # NOTE: x's dynamic sizes, not the traced ones (src broadcasts to x's shape)
+        it = S.expand(ctx, it, list(Y.sizes_of(ctx, x)))
+    elif tuple(it.shape) != tuple(x.shape):
         it = S.expand(ctx, it, tuple(x.shape))
     return ctx.network.add_identity(it).get_output(0)
 
@@ -139,11 +142,23 @@ def convert_index_select(ctx: ConversionContext, call: Call) -> Any:
     d = S.norm_dim(dim, n)
     if x.dim() == 0:
         it = S.reshape(ctx, it, (1,))
-    idx = I._wrap_index(ctx, index, x.shape[d] if x.dim() else 1)
+    idx = I._wrap_index(ctx, index, _size(ctx, x, d) if x.dim() else 1)
     if len(tuple(idx.shape)) == 0:
         idx = S.reshape(ctx, idx, (1,))
     out = ctx.network.add_gather(it, idx, d).get_output(0)
-    return S.reshape(ctx, out, tuple(call.output.shape)) if tuple(out.shape) != tuple(call.output.shape) else out
+    # NOTE: only a 0-D input needs a reshape (the gather keeps x's rank); x's other dims may be dynamic
+    return S.reshape(ctx, out, tuple(call.output.shape)) if x.dim() == 0 and tuple(out.shape) != tuple(
+        call.output.shape) else out
+
+
+def _size(ctx: ConversionContext, x: torch.Tensor, d: int) -> Any:
+    """Dim ``d`` of ``x``: a dynamic size (``symbolic.SymSize``) where the network has it dynamic."""
+    return Y.sizes_of(ctx, x)[d] if Y.dynamic(ctx) else x.shape[d]
+
+
+def _broadcast_sizes(a: tuple[Any, ...], b: tuple[Any, ...]) -> list[Any]:
+    """torch's broadcast of two size tuples of one rank, dynamic sizes kept (a static 1 gives way)."""
+    return [q if (not Y.is_sym(p) and p == 1) else p for p, q in zip(a, b, strict=True)]
 
 
 def gather_elements(ctx: ConversionContext, it: Any, dim: int, idx: Any) -> Any:
@@ -168,7 +183,7 @@ def convert_gather(ctx: ConversionContext, call: Call) -> Any:
     if any(index.shape[k] != x.shape[k] for k in range(n) if k != d):
         # torch reads the leading part of the other dims: slice the data down to the index's shape
         it = S.slice_nd(ctx, it, [0] * n, [index.shape[k] if k != d else x.shape[k] for k in range(n)], [1] * n)
-    idx = I._wrap_index(ctx, index, x.shape[d])
+    idx = I._wrap_index(ctx, index, _size(ctx, x, d))
     return gather_elements(ctx, it, d, idx)
 
 
@@ -182,6 +197,15 @@ def convert_take_along_dim(ctx: ConversionContext, call: Call) -> Any:
         return gather_elements(ctx, flat, 0, idx)
     n = x.dim()
     d = S.norm_dim(dim, n)
+    if Y.dynamic(ctx):  # NOTE: the broadcast of the dynamic sizes, not of the traced ones
+        xs_, is_ = Y.sizes_of(ctx, x), Y.sizes_of(ctx, index)
+        both = _broadcast_sizes(xs_, is_) if len(xs_) == len(is_) else None
+        if both is not None:
+            xs = [*both[:d], xs_[d], *both[d + 1:]]
+            ishape = [*both[:d], is_[d], *both[d + 1:]]
+            it = S.expand(ctx, it, xs)
+            idx = S.expand(ctx, I._wrap_index(ctx, index, xs_[d]), ishape)
+            return gather_elements(ctx, it, d, idx)
     shape = list(torch.broadcast_shapes(tuple(s for k, s in enumerate(x.shape) if k != d),
                                         tuple(s for k, s in enumerate(index.shape) if k != d)))
     xs = shape[:d] + [x.shape[d]] + shape[d:]
@@ -220,6 +244,14 @@ def _scatter_check(call: Call) -> str | None:
 def _src(ctx: ConversionContext, src: Any, index: torch.Tensor, dtype: torch.dtype) -> Any:
     it = E.operand(ctx, src, dtype)
     shape = tuple(index.shape)
+    if Y.dynamic(ctx):  # NOTE: the index's dynamic sizes, not the traced ones
+        sizes = Y.sizes_of(ctx, index) if isinstance(index, torch.Tensor) else shape
+        if isinstance(src, torch.Tensor) and src.dim() and tuple(src.shape) != shape:
+            layer = ctx.network.add_slice(it, (0,) * len(shape), tuple(max(int(v), 1) for v in shape),
+                                          (1,) * len(shape))
+            layer.set_input(2, Y.shape_tensor(ctx, list(sizes)))
+            return layer.get_output(0)
+        return S.expand(ctx, it, list(sizes))
     if isinstance(src, torch.Tensor) and src.dim() and tuple(src.shape) != shape:
         return S.slice_nd(ctx, it, [0] * len(shape), list(shape), [1] * len(shape))
     if tuple(it.shape) != shape:
@@ -234,7 +266,7 @@ def convert_scatter(ctx: ConversionContext, call: Call) -> Any:
     d = S.norm_dim(dim, x.dim())
     base = ctx.itensor(x)
     upd = _src(ctx, src, index, x.dtype)
-    idx = I._wrap_index(ctx, index, x.shape[d])
+    idx = I._wrap_index(ctx, index, _size(ctx, x, d))
     layer = ctx.network.add_scatter(base, idx, upd, ctx.trt.ScatterMode.ELEMENT)
     layer.axis = d
     return layer.get_output(0)
@@ -297,17 +329,22 @@ def convert_scatter_reduce(ctx: ConversionContext, call: Call) -> Any:
 @converter(torch.masked_scatter, T.masked_scatter, T.masked_scatter_)
 def convert_masked_scatter(ctx: ConversionContext, call: Call) -> Any:
     x, mask, source = call.arg(0, "input"), call.arg(1, "mask"), call.arg(2, "source")
-    shape = tuple(call.output.shape)
+    traced = tuple(call.output.shape)
+    shape: tuple[Any, ...] = traced
+    for t in (x, mask):  # NOTE: the output's sizes, symbolic where dynamic (x's or the mask's: broadcast)
+        if isinstance(t, torch.Tensor) and tuple(t.shape) == traced:
+            shape = Y.sizes_of(ctx, t)
+            break
     m = E.to_bool(ctx, ctx.itensor(mask))
-    m = S.expand(ctx, S._unsqueeze_front(ctx, m, len(shape)), shape) if tuple(m.shape) != shape else m
+    m = S.expand(ctx, S._unsqueeze_front(ctx, m, len(shape)), shape) if tuple(mask.shape) != traced else m
     flat = S.flatten(ctx, ctx.cast(m, torch.int64), 0, -1)
     pos = E.ew(ctx, R.cumsum(ctx, flat, 0), E.scalar(ctx, 1, torch.int64), "SUB")
     pos = E.ew(ctx, pos, E.scalar(ctx, 0, torch.int64), "MAX")
     src = S.flatten(ctx, E.operand(ctx, source, x.dtype), 0, -1)
     picked = S.reshape(ctx, ctx.network.add_gather(src, pos, 0).get_output(0), shape)
     base = E.operand(ctx, x, x.dtype)
-    if tuple(base.shape) != shape:
-        base = S.expand(ctx, base, shape)
+    if not (isinstance(x, torch.Tensor) and tuple(x.shape) == traced):
+        base = S.expand(ctx, S._unsqueeze_front(ctx, base, len(shape)), shape)
     return E.select(ctx, m, picked, base)
 
 
@@ -318,9 +355,16 @@ def _topk_check(call: Call) -> str | None:
 
 @converter(torch.topk, T.topk, check=_topk_check)
 def convert_topk(ctx: ConversionContext, call: Call) -> Any:
-    x, k = call.arg(0, "input"), int(call.arg(1, "k"))
+    """k beyond TensorRT's 3840 and a dynamic k: :func:`converters.detection.topk`."""
+    x, k = call.arg(0, "input"), call.arg(1, "k")
     dim, largest = call.arg(2, "dim", -1), bool(call.arg(3, "largest", True))
-    return R.topk(ctx, ctx.itensor(x), k, dim, largest)
+    out = detection.topk(ctx, ctx.itensor(x), k if Y.is_sym(k) else int(k), dim, largest)
+    if Y.is_sym(k):  # the outputs have k along dim (with k's bounds)
+        sizes = list(Y.sizes_of(ctx, x))
+        sizes[S.norm_dim(dim, max(x.dim(), 1))] = k
+        for it, t in zip(out, call.output, strict=True):
+            Y.known_sizes(ctx, it, sizes, tuple(t.shape))
+    return out
 
 
 def _sort_args(call: Call) -> tuple[int, bool]:
@@ -339,25 +383,35 @@ def _sort_check(call: Call) -> str | None:
     if isinstance(x, torch.Tensor):
         dim, _ = _sort_args(call)
         size = x.shape[dim] if x.dim() else 1
-        if size > R.TOPK_MAX_K:
-            return f"sorting {size} elements exceeds TensorRT's top-k limit of {R.TOPK_MAX_K}"
+        if size > detection.TOPK_MAX_ROUNDS * R.TOPK_MAX_K:
+            return (f"sorting {size} elements: TensorRT's top-k takes at most {R.TOPK_MAX_K}, and more than "
+                    f"{detection.TOPK_MAX_ROUNDS * R.TOPK_MAX_K} would need over {detection.TOPK_MAX_ROUNDS} rounds")
     return no_out(call)
+
+
+def _sort(ctx: ConversionContext, call: Call) -> tuple[Any, Any]:
+    """A top-k of the whole dim: k is the dim's size, a shape tensor when the dim is dynamic. Ties:
+    TensorRT's top-k leaves their order unspecified (the sim gives torch.topk's, not always index
+    order), so tied indices may be permuted; ``stable=True`` puts them in index order like torch
+    (:func:`converters.detection.stable_order`: one more top-k)."""
+    x = call.args[0]
+    dim, desc = _sort_args(call)
+    stable = bool(call.kwargs.get("stable", False))  # keyword-only in torch
+    size = Y.sizes_of(ctx, x)[dim] if x.dim() else 1
+    values, indices = detection.topk(ctx, ctx.itensor(x), size, dim, desc)
+    if stable and x.dim():
+        indices = detection.stable_order(ctx, values, indices, S.norm_dim(dim, x.dim()), size)
+    return values, indices
 
 
 @converter(torch.sort, T.sort, check=_sort_check)
 def convert_sort(ctx: ConversionContext, call: Call) -> Any:
-    x = call.args[0]
-    dim, desc = _sort_args(call)
-    size = x.shape[dim] if x.dim() else 1
-    return R.topk(ctx, ctx.itensor(x), size, dim, desc)
+    return _sort(ctx, call)
 
 
 @converter(torch.argsort, T.argsort, check=_sort_check)
 def convert_argsort(ctx: ConversionContext, call: Call) -> Any:
-    x = call.args[0]
-    dim, desc = _sort_args(call)
-    size = x.shape[dim] if x.dim() else 1
-    return R.topk(ctx, ctx.itensor(x), size, dim, desc)[1]
+    return _sort(ctx, call)[1]
 
 
 def _one_hot_check(call: Call) -> str | None:

@@ -11,8 +11,10 @@ import torch.nn.functional as F
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter
 
+from .impl import elementwise as E
 from .impl import normalization as norm
-from .impl.nn_common import float_dtype, is_traced, rank
+from .impl import shape as S
+from .impl.nn_common import const, float_dtype, is_traced, rank
 
 
 def _float_input(call: Call) -> str | None:
@@ -98,10 +100,31 @@ def convert_rms_norm(ctx: ConversionContext, call: Call) -> Any:
 
 @converter(F.local_response_norm, check=_float_input)
 def convert_local_response_norm(ctx: ConversionContext, call: Call) -> Any:
-    return norm.local_response_norm(
-        ctx, ctx.itensor(call.arg(0, "input")), int(call.arg(1, "size")), float(call.arg(2, "alpha", 1e-4)),
-        float(call.arg(3, "beta", 0.75)), float(call.arg(4, "k", 1.0)), call.output.dtype,
-    )
+    it = ctx.itensor(call.arg(0, "input"))
+    size, alpha = int(call.arg(1, "size")), float(call.arg(2, "alpha", 1e-4))
+    beta, k = float(call.arg(3, "beta", 0.75)), float(call.arg(4, "k", 1.0))
+    shape = tuple(it.shape)
+    if -1 in shape and not (len(shape) == 4 and size % 2 == 1 and 1 <= size <= 15 and 0.01 <= beta <= 1e5
+                            and 1e-5 <= k <= 1e10 and abs(alpha) <= 1e20):
+        return _lrn_pooled(ctx, it, size, alpha, beta, k, call.output.dtype)
+    return norm.local_response_norm(ctx, it, size, alpha, beta, k, call.output.dtype)
+
+
+def _lrn_pooled(ctx: ConversionContext, it: Any, size: int, alpha: float, beta: float, k: float,
+                dtype: torch.dtype) -> Any:
+    """LRN as ``norm.local_response_norm``'s pooled form (the mean of x^2 over a (size, 1) window of
+    [N, 1, C, rest], zero padded), for inputs with dynamic dims: the reshapes copy the dims through
+    shape tensors instead of taking the traced sizes (any rank, any size, any dim dynamic)."""
+    r = rank(it)
+    sq = S.reshape_spec(ctx, E.ew(ctx, it, it, "PROD"), [S.Copy(0), 1, S.Copy(1), -1])
+    layer = ctx.network.add_pooling_nd(sq, ctx.trt.PoolingType.AVERAGE, (size, 1))
+    layer.pre_padding = (size // 2, 0)
+    layer.post_padding = ((size - 1) // 2, 0)
+    layer.average_count_excludes_padding = False
+    div = S.reshape(ctx, layer.get_output(0), S.shape_of(ctx, it))
+    div = E.ew(ctx, E.ew(ctx, div, const(ctx, alpha, dtype, r), "PROD"), const(ctx, k, dtype, r), "SUM")
+    div = E.ew(ctx, div, const(ctx, beta, dtype, r), "POW")
+    return E.ew(ctx, it, div, "DIV")
 
 
 def _check_normalize(call: Call) -> str | None:

@@ -4,17 +4,21 @@ The functional forms are the targets (``nn.MaxPool2d`` and friends call them).""
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, register_table
 
+from .impl import elementwise as E
 from .impl import pooling
-from .impl.nn_common import float_dtype, ntuple
+from .impl import shape as S
+from .impl.nn_common import const, float_dtype, ntuple
 
 
 def _float_input(call: Call) -> str | None:
@@ -52,10 +56,40 @@ def _max_pool(n: int) -> Any:
         ceil_mode = bool(call.arg(5, "ceil_mode", False))
         it = ctx.itensor(call.arg(0, "input"))
         if any(v != 1 for v in d):
+            if -1 in tuple(it.shape):
+                return _max_pool_dilated_dynamic(ctx, call, it, k, s, p, d, ceil_mode)
             return pooling.max_pool_dilated(ctx, it, k, s, p, d, ceil_mode, call.output.dtype)
         return pooling.pool(ctx, it, "MAX", k, s, p, ceil_mode)
 
     return convert
+
+
+def _max_pool_dilated_dynamic(ctx: ConversionContext, call: Call, it: Any, kernel: tuple[int, ...],
+                              stride: tuple[int, ...], padding: tuple[int, ...], dilation: tuple[int, ...],
+                              ceil_mode: bool) -> Any:
+    """``pooling.max_pool_dilated`` (one strided FILL slice per kernel offset, their max) for a tensor
+    whose batch or channel dims are dynamic: the slices' sizes copy those dims through a shape tensor.
+    Dynamic pooled (spatial) dims are refused: ceil mode's rule is a branch on the size."""
+    n = len(kernel)
+    shape = tuple(it.shape)
+    lead = len(shape) - n
+    Y.refuse(call.qualname, [v for v in Y.sizes_of(ctx, call.arg(0, "input"))[lead:]],
+             "a dilated max pool of dynamic pooled dims")
+    want = [pooling.out_size(shape[lead + i], kernel[i], stride[i], padding[i], ceil_mode, dilation[i])
+            for i in range(n)]
+    sizes = S.dims_tensor(ctx, it, [S.Copy(i) for i in range(lead)] + want)
+    neg = const(ctx, float("-inf"), call.output.dtype)
+    out = None
+    for offs in itertools.product(*[range(k) for k in kernel]):
+        start = (0,) * lead + tuple(-p + o * d for p, o, d in zip(padding, offs, dilation, strict=True))
+        layer = ctx.network.add_slice(it, start, (*(max(v, 1) for v in shape[:lead]), *want),
+                                      (1,) * lead + tuple(stride))
+        layer.set_input(2, sizes)
+        layer.mode = ctx.trt.SampleMode.FILL
+        layer.set_input(4, neg)
+        y = layer.get_output(0)
+        out = y if out is None else E.ew(ctx, out, y, "MAX")
+    return out
 
 
 for _n, _fn in ((1, F.max_pool1d), (2, F.max_pool2d), (3, F.max_pool3d)):

@@ -292,9 +292,33 @@ def _cum(kind: str) -> Any:
         if dt == torch.bool:
             raise ConversionError(f"{kind} of bool output is not supported")
         it = _in_dtype(ctx, x, dt)
+        if kind == "cumprod" and x.dim() and -1 in tuple(it.shape):
+            axis = S.norm_dim(dim, x.dim())
+            if tuple(it.shape)[axis] >= 0:
+                return _cumprod_scan(ctx, it, axis)
         return R.cumsum(ctx, it, dim) if kind == "cumsum" else R.cumprod(ctx, it, dim)
 
     return convert
+
+
+def _cumprod_scan(ctx: ConversionContext, it: Any, axis: int) -> Any:
+    """``cumprod`` along a static ``axis`` of a tensor with other dims dynamic: the log-step scan of
+    ``R.cumprod`` (y *= y shifted by 1, 2, 4, .. with ones shifted in: products in the input's dtype,
+    exact for integers, not exp(cumsum(log)), which loses bf16/fp16 precision), its slices sized by a
+    shape tensor."""
+    n, length = len(tuple(it.shape)), tuple(it.shape)[axis]
+    dt = E.dtype_of(ctx, it)
+    y, step = it, 1
+    while step < length:
+        start = [0] * n
+        start[axis] = -step
+        layer = ctx.network.add_slice(y, tuple(start), tuple(max(d, 1) for d in y.shape), (1,) * n)
+        layer.set_input(2, S.shape_of(ctx, y))
+        layer.mode = ctx.trt.SampleMode.FILL
+        layer.set_input(4, E.scalar(ctx, 1, dt))
+        y = E.ew(ctx, y, layer.get_output(0), "PROD")
+        step *= 2
+    return y if length > 1 else ctx.network.add_identity(it).get_output(0)
 
 
 register_table(

@@ -254,11 +254,11 @@ def convert_repeat_interleave(ctx: ConversionContext, call: Call) -> Any:
         idx = torch.repeat_interleave(torch.arange(reps.numel()), reps.cpu())
         return ctx.network.add_gather(it, ctx.constant(idx.to(torch.int64)), d).get_output(0)
     r = int(reps)
-    shape = tuple(it.shape)
+    shape = Y.network_sizes(ctx, it)  # NOTE: a SymSize for each dynamic dim, so no traced size is baked in
     u = S.unsqueeze(ctx, it, d + 1)
     target = shape[: d + 1] + (r,) + shape[d + 1 :]
-    e = S.expand(ctx, u, target)
-    return S.reshape(ctx, e, shape[:d] + (shape[d] * r,) + shape[d + 1 :])
+    e = S.expand(ctx, u, list(target))
+    return S.reshape(ctx, e, list(shape[:d] + (shape[d] * r,) + shape[d + 1 :]))
 
 
 # ------------------------------------------------------------------------- split / join
@@ -328,13 +328,63 @@ def convert_split(ctx: ConversionContext, call: Call) -> Any:
     return _slices(ctx, it, dim, [o.shape[dim] for o in call.output])
 
 
+def _chunk_count(n: int, lo: float, hi: float) -> int | None:
+    """The number of pieces of ``torch.chunk(x, n)`` along a dim of size in ``[lo, hi]`` when it is the
+    same for every size there (None otherwise). Pieces have ``c = ceil(S / n)`` elements, so there are
+    ``ceil(S / c)``; that is ``n`` for every ``S > n * (n - 1)``, so only smaller sizes need checking."""
+    def count(size: int) -> int:
+        c = -(-size // n)
+        return -(-size // c) if size else 1
+
+    top = int(min(hi, max(lo, n * (n - 1) + 1)))
+    counts = {count(size) for size in range(int(lo), top + 1)}
+    if hi > top:
+        counts.add(n)
+    return counts.pop() if len(counts) == 1 else None
+
+
+def _chunk_dynamic(ctx: ConversionContext, call: Call, dim: int) -> list[Any]:
+    """``chunk`` / ``tensor_split`` along a dynamic dim (see ``convert_chunk``)."""
+    x = call.arg(0, "input")
+    size = Y.sizes_of(ctx, x)[dim]
+    arg = call.arg(1, "chunks", call.kwargs.get("sections", call.kwargs.get("indices",
+                                                                          call.kwargs.get("tensor_indices_or_sections"))))
+    if isinstance(arg, torch.Tensor):
+        if ctx.is_traced(arg) or arg.dim() > 1:
+            Y.refuse(call.qualname, [size], "tensor_split by a traced or 2-D tensor")
+        arg = arg.tolist()
+    n_pieces = len(call.output)
+    bounds: list[tuple[Any, Any]] = []
+    if call.qualname.endswith("chunk"):
+        n = int(arg)
+        if _chunk_count(n, size._lo, size._hi) != n_pieces:
+            Y.refuse(call.qualname, [size], f"chunk({n}) of a dim of size in [{Y._fmt(size._lo)}, {Y._fmt(size._hi)}] "
+                     "gives a different number of pieces at different sizes, and a network has a fixed number of "
+                     "outputs (narrow the range, or use tensor_split, whose count is fixed)")
+        c = (size + n - 1) // n
+        bounds = [(k * c, (k + 1) * c if k + 1 < n_pieces else None) for k in range(n_pieces)]
+    elif isinstance(arg, int):  # tensor_split(n): S // n elements, one more in the first S % n pieces
+        q, r = size // arg, size % arg
+        starts = [k * q + Y.sym_min(k, r) for k in range(arg)]
+        bounds = [(starts[k], starts[k + 1] if k + 1 < arg else None) for k in range(arg)]
+    else:  # tensor_split at indices: x[:i0], x[i0:i1], .., x[ik:] (Python slice clamping)
+        idx = [int(i) for i in arg]
+        bounds = list(zip([None, *idx], [*idx, None], strict=True))
+    return [I.getitem(ctx, x, (slice(None),) * dim + (slice(b, e),), ()) for b, e in bounds]
+
+
 @converter(torch.chunk, T.chunk, torch.tensor_split, T.tensor_split)
 def convert_chunk(ctx: ConversionContext, call: Call) -> Any:
+    """``chunk`` / ``tensor_split``. Along a static dim (other dims may be dynamic) each piece is a
+    static slice. Along a dynamic dim, ``tensor_split`` always works (its number of pieces is fixed:
+    ``n`` sections, or one more than the indices; the bounds become shape tensors), and so does
+    ``chunk(n)`` when the number of pieces torch makes, ``ceil(S / ceil(S / n))``, is the same for
+    every size S the dim's range allows (e.g. chunk(2) of a dim >= 2); otherwise chunk is refused
+    while converting, naming the dim and its range (the network's number of outputs is fixed)."""
     it = _in(ctx, call)
     dim = S.norm_dim(call.arg(2, "dim", 0), len(tuple(it.shape)))
     if _split_dim_is_dynamic(ctx, it, dim):
-        Y.refuse(call.qualname, Y.sizes_of(ctx, call.arg(0, "input"))[dim:dim + 1],
-                 "the pieces' sizes of a dynamic dim would vary")
+        return _chunk_dynamic(ctx, call, dim)
     # NOTE: tensor_split's indices need not increase ([-3, 2] on 7 elements: x[:4], x[4:2], x[2:]):
     # each piece starts where torch's view of it does.
     starts = _view_starts(call.arg(0, "input"), call.output, dim)
@@ -343,17 +393,22 @@ def convert_chunk(ctx: ConversionContext, call: Call) -> Any:
 
 @converter(torch.unbind, T.unbind)
 def convert_unbind(ctx: ConversionContext, call: Call) -> Any:
+    """``unbind``: one output per index of ``dim``, so ``dim`` must be static (other dims may be dynamic)."""
     it = _in(ctx, call)
     dim = S.norm_dim(call.arg(1, "dim", 0), len(tuple(it.shape)))
+    if _split_dim_is_dynamic(ctx, it, dim):
+        Y.refuse(call.qualname, Y.sizes_of(ctx, call.arg(0, "input"))[dim:dim + 1],
+                 "unbind makes one output per index of the dim, and a network has a fixed number of outputs")
     return [S.squeeze(ctx, S.slice_(ctx, it, dim, i, i + 1), dim) for i in range(len(call.output))]
 
 
 def _cat_inputs(ctx: ConversionContext, tensors: Sequence[Any], dtype: torch.dtype) -> list[Any]:
     out = []
     for t in tensors:
-        if isinstance(t, torch.Tensor) and t.dim() == 1 and t.shape[0] == 0:
-            continue  # torch skips legacy empty 1-D tensors in cat
-        out.append(E.operand(ctx, t, dtype))
+        it = E.operand(ctx, t, dtype)
+        if isinstance(t, torch.Tensor) and t.dim() == 1 and t.shape[0] == 0 and tuple(it.shape) == (0,):
+            continue  # torch skips legacy empty 1-D tensors in cat (not one empty only in this trace: -1)
+        out.append(it)
     return out
 
 
@@ -362,7 +417,16 @@ def convert_cat(ctx: ConversionContext, call: Call) -> Any:
     tensors = call.arg(0, "tensors")
     dim = call.arg(1, "dim", call.kwargs.get("axis", 0))
     its = _cat_inputs(ctx, tensors, call.output.dtype)
-    return S.concat(ctx, its, S.norm_dim(dim, call.output.dim()))
+    d = S.norm_dim(dim, call.output.dim())
+    out = S.concat(ctx, its, d)
+    if Y.dynamic(ctx) and -1 in tuple(out.shape):  # the axis's size: the sum of the inputs' (with bounds)
+        parts = [Y.sizes_of(ctx, t) for t in tensors if isinstance(t, torch.Tensor) and t.dim() == call.output.dim()]
+        total: Any = 0
+        for sz in parts:
+            total = total + sz[d]
+        Y.known_sizes(ctx, out, [total if i == d else parts[0][i] for i in range(call.output.dim())],
+                      tuple(call.output.shape))
+    return out
 
 
 @converter(torch.stack, check=no_out)
@@ -505,17 +569,27 @@ def convert_flipud(ctx: ConversionContext, call: Call) -> Any:
 
 
 # ---------------------------------------------------------------------- diag / tril / triu
+def _index_grid(ctx: ConversionContext, rows: Any, cols: Any) -> Any:
+    """``c - r`` over a [rows, cols] grid (INT64; dynamic sizes allowed): the diagonal each element is on."""
+    r = Y.arange(ctx, rows, 2, 0, torch.int64)
+    c = Y.arange(ctx, cols, 2, 1, torch.int64)
+    return E.ew(ctx, c, r, "SUB")
+
+
 def _tri(upper: bool) -> Any:
     def convert(ctx: ConversionContext, call: Call) -> Any:
         x = call.arg(0, "input")
         k = int(call.arg(1, "diagonal", 0))
         it = ctx.itensor(x)
-        rows, cols = x.shape[-2], x.shape[-1]
-        r = torch.arange(rows).unsqueeze(1)
-        c = torch.arange(cols).unsqueeze(0)
-        mask = (c - r >= k) if upper else (c - r <= k)
+        if min(tuple(it.shape)[-2:]) < 0:  # a dynamic row or column count: the mask from IFillLayer ranges
+            rows, cols = Y.network_sizes(ctx, it)[-2:]
+            mask = E.compare(ctx, _index_grid(ctx, rows, cols), k, "ge" if upper else "le")
+        else:
+            r = torch.arange(x.shape[-2]).unsqueeze(1)
+            c = torch.arange(x.shape[-1]).unsqueeze(0)
+            mask = ctx.constant((c - r >= k) if upper else (c - r <= k))
         zero = E.scalar(ctx, 0, x.dtype) if x.dtype != torch.bool else ctx.constant(torch.zeros((), dtype=torch.bool))
-        return E.select(ctx, ctx.constant(mask), it, zero)
+        return E.select(ctx, mask, it, zero)
 
     return convert
 
@@ -523,11 +597,36 @@ def _tri(upper: bool) -> Any:
 register_table({(torch.tril, T.tril, T.tril_): False, (torch.triu, T.triu, T.triu_): True}, _tri, check=no_out)
 
 
+def _diagonal_index(ctx: ConversionContext, rows: Any, cols: Any, off: int) -> Any:
+    """The flat indices ``r * cols + c`` of diagonal ``off`` of a [rows, cols] matrix (1-D INT64; the
+    sizes may be dynamic: the length ``max(0, min(rows - r0, cols - c0))`` is then a shape tensor)."""
+    r0, c0 = max(-off, 0), max(off, 0)
+    length = Y.sym_max(0, Y.sym_min(rows - r0, cols - c0))
+    if not (Y.is_sym(length) or Y.is_sym(cols)):
+        i = torch.arange(int(length))
+        return ctx.constant(((i + r0) * int(cols) + i + c0).to(torch.int64))
+    i = Y.arange(ctx, length, 1, 0, torch.int64)
+    row = E.ew(ctx, i, Y.to_itensor(ctx, r0), "SUM") if r0 else i
+    flat = E.ew(ctx, row, Y.to_itensor(ctx, cols), "PROD")
+    return E.ew(ctx, E.ew(ctx, flat, i, "SUM"), Y.to_itensor(ctx, c0), "SUM") if c0 else E.ew(ctx, flat, i, "SUM")
+
+
 @converter(torch.diag, T.diag, check=no_out)
 def convert_diag(ctx: ConversionContext, call: Call) -> Any:
+    """``torch.diag``. A 1-D input of dynamic length n builds ``out[r, c] = x[r]`` (``x[c]`` below the
+    diagonal) where ``c - r == k`` from index ranges of size ``n + |k|``; a 2-D input is ``diagonal``."""
     x = call.arg(0, "input")
     k = int(call.arg(1, "diagonal", 0))
     it = ctx.itensor(x)
+    if x.dim() == 1 and tuple(it.shape)[0] < 0:
+        n = Y.network_sizes(ctx, it)[0]
+        m = n + abs(k)
+        zeros = E.operand(ctx, torch.zeros(abs(k), dtype=x.dtype), x.dtype) if k else None
+        pad = S.concat(ctx, [it, zeros], 0) if zeros is not None else it  # x then |k| zeros: length m
+        vals = S.reshape_spec(ctx, pad, [m, 1] if k >= 0 else [1, m])
+        zero = E.scalar(ctx, 0, x.dtype, 2) if x.dtype != torch.bool else ctx.constant(torch.zeros((1, 1), dtype=torch.bool))
+        mask = E.compare(ctx, _index_grid(ctx, m, m), k, "eq")
+        return E.select(ctx, mask, S.expand(ctx, vals, [m, m]), zero)
     if x.dim() == 1:
         n = x.shape[0]
         m = n + abs(k)
@@ -538,11 +637,9 @@ def convert_diag(ctx: ConversionContext, call: Call) -> Any:
         rows, cols = (i, i + k) if k >= 0 else (i - k, i)
         idx[rows, cols] = i
         return ctx.network.add_gather(pad, ctx.constant(idx), 0).get_output(0)
-    cols = x.shape[1]
-    i = torch.arange(call.output.shape[0])
-    r, c = (i, i + k) if k >= 0 else (i - k, i)
+    rows, cols = Y.network_sizes(ctx, it)
     flat = S.flatten(ctx, it, 0, -1)
-    return ctx.network.add_gather(flat, ctx.constant((r * cols + c).to(torch.int64)), 0).get_output(0)
+    return ctx.network.add_gather(flat, _diagonal_index(ctx, rows, cols, k), 0).get_output(0)
 
 
 @converter(torch.diagonal, T.diagonal)
@@ -553,10 +650,8 @@ def convert_diagonal(ctx: ConversionContext, call: Call) -> Any:
     d1, d2 = S.norm_dim(d1, n), S.norm_dim(d2, n)
     it = ctx.itensor(x)
     rest = [i for i in range(n) if i not in (d1, d2)]
+    sizes = Y.network_sizes(ctx, it)
+    rows, cols = sizes[d1], sizes[d2]
     it = S.permute(ctx, it, [*rest, d1, d2])
-    cols = x.shape[d2]
     it = S.flatten(ctx, it, len(rest), -1)
-    length = call.output.shape[-1]
-    i = torch.arange(length)
-    r, c = (i, i + off) if off >= 0 else (i - off, i)
-    return ctx.network.add_gather(it, ctx.constant((r * cols + c).to(torch.int64)), len(rest)).get_output(0)
+    return ctx.network.add_gather(it, _diagonal_index(ctx, rows, cols, off), len(rest)).get_output(0)

@@ -10,6 +10,17 @@ as converted calls (their internals are not traced) and add no layers:
 * the traced mask has no padding: the answer "skip" would freeze "no mask" into the engine, and a
   padded mask given to the engine later would be ignored. Refused, with the fix.
 
+The SDPA integration (``transformers.integrations.sdpa_attention.sdpa_attention_forward``) branches
+on the query length: ``is_causal = q_length > 1 and ...`` and, for grouped-query attention with a
+mask, ``q_length == 1`` picks ``pack_gqa`` instead of ``repeat_kv``. With a dynamic sequence range
+that holds 1 the guard (torch2trt_lite.symbolic) would refuse both; :func:`_sdpa_general_path`
+answers them with the general branch (``q_length > 1``: True, ``q_length == 1``: False), which is
+provably the same at length 1: ``repeat_kv`` is exact GQA at every length, and a causal mask of
+``q_length == kv_length == 1`` masks nothing (so ``is_causal=True`` equals ``False`` there). Only
+when the traced length takes that branch, the comparison is of the function's own ``q_length`` with
+1, and (for causality) the keys have the same dynamic length as the queries (self-attention without
+a cache); anything else (cross-attention, a KV cache) is refused as before.
+
 Registered once the user has imported transformers: loading the converters never imports it (listing
 them with ``supported_ops()`` does, when it is installed).
 """
@@ -17,6 +28,8 @@ them with ``supported_ops()`` does, when it is installed).
 from __future__ import annotations
 
 from typing import Any
+
+import torch
 
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter, when_imported
@@ -27,6 +40,75 @@ _SKIP_TARGETS = (
 )
 
 
+def _mask_of_ones(mask: Any) -> bool:
+    """Is every element of traced ``mask`` 1 (True) for every input: a creation of ones
+    (symbolic.filled_value), or a network tensor that the network itself proves to be all ones
+    (:func:`_uniform_value`: e.g. DETR's pixel mask, torch.ones of the dynamic batch indexed, cast and
+    interpolated before it reaches the shortcut)?"""
+    from torch2trt_lite import symbolic as Y
+    from torch2trt_lite.tracer import _ACTIVE
+
+    if Y.filled_value(mask) in (True, 1):
+        return True
+    tracer = _ACTIVE.get()
+    entry = tracer.ctx.mapped(mask) if tracer is not None and tracer.ctx.network is not None else None
+    return entry is not None and _uniform_value(tracer.ctx, entry[0]) in (True, 1)  # type: ignore[union-attr]
+
+
+# Layers whose output elements are elements of their input 0 (converted to the output type): a tensor
+# computed through them from a tensor holding one value everywhere holds that value everywhere.
+_KEEPS_VALUES = {"SHUFFLE": None, "SLICE": "ISliceLayer", "GATHER": None, "CAST": None, "IDENTITY": None,
+                 "RESIZE": "IResizeLayer"}
+
+
+def _uniform_value(ctx: ConversionContext, it: Any) -> Any:
+    """The value every element of network tensor ``it`` holds whatever the inputs, when its layers prove
+    one: a constant of one value, then shuffles, slices (not FILL), gathers from it, casts, identities,
+    nearest resizes and concatenations of such tensors; None otherwise."""
+    import numpy as np
+
+    trt, net = ctx.trt, ctx.network
+    producers: dict[str, Any] = {}
+    for i in range(int(net.num_layers)):
+        layer = net.get_layer(i)
+        for j in range(int(layer.num_outputs)):
+            producers[str(layer.get_output(j).name)] = layer
+
+    def value(t: Any, depth: int) -> Any:
+        layer = producers.get(str(t.name))
+        if layer is None or depth > 64:  # a network input (or too deep to follow)
+            return None
+        kind = layer.type.name
+        if kind == "CONSTANT":
+            layer.__class__ = trt.IConstantLayer
+            w = layer.weights  # TensorRT gives a numpy array, the sim its Weights
+            vals = np.unique(np.asarray(w.numpy() if hasattr(w, "numpy") else w))
+            return vals[0].item() if vals.size == 1 else None
+        if kind == "CONCATENATION":
+            parts = {value(layer.get_input(k), depth + 1) for k in range(int(layer.num_inputs))}
+            return parts.pop() if len(parts) == 1 else None
+        if kind not in _KEEPS_VALUES:
+            return None
+        sub = _KEEPS_VALUES[kind]
+        if sub is not None:
+            layer.__class__ = getattr(trt, sub)
+            if kind == "SLICE" and layer.mode == trt.SampleMode.FILL:
+                return None
+            if kind == "RESIZE" and layer.resize_mode != trt.InterpolationMode.NEAREST:
+                return None
+        v = value(layer.get_input(0), depth + 1)
+        if v is None:
+            return None
+        out = layer.get_output(0).dtype
+        if out == trt.bool:
+            return bool(v)
+        if out in (trt.int32, trt.int64, trt.int8, trt.uint8):
+            return int(v)
+        return v
+
+    return value(it, 0)
+
+
 def _skip_holds_for_every_size(call: Call) -> bool:
     """No mask values are read (``padding_mask`` None) and the sizes the decision compares are static
     or the same dynamic size (``kv_length == q_length`` of one sequence): dynamic shapes, where the
@@ -34,7 +116,7 @@ def _skip_holds_for_every_size(call: Call) -> bool:
     from torch2trt_lite import symbolic as Y
 
     mask = call.arg(0, "padding_mask", None)
-    if mask is not None and Y.filled_value(mask) not in (True, 1):  # a mask of ones (a creation) pads nothing
+    if mask is not None and not _mask_of_ones(mask):  # a mask of ones (a creation) pads nothing
         return False
     if call.qualname.endswith("_ignore_bidirectional_mask_sdpa"):
         return not Y.is_sym(call.arg(2, "local_attention_size", None))
@@ -48,9 +130,7 @@ def _skip_holds_for_every_size(call: Call) -> bool:
 
 def _check_mask_skip(call: Call) -> str | None:
     mask = call.arg(0, "padding_mask", None)
-    from torch2trt_lite import symbolic as Y
-
-    if call.output and (mask is None or Y.filled_value(mask) in (True, 1)) and not _skip_holds_for_every_size(call):
+    if call.output and (mask is None or _mask_of_ones(mask)) and not _skip_holds_for_every_size(call):
         return (
             "transformers skips the attention mask for the traced sequence lengths, a decision that depends on "
             "the dynamic sizes; convert with a static sequence length or pass an attention_mask with padding"
@@ -72,4 +152,84 @@ def _register() -> None:
     converter(*_SKIP_TARGETS, check=_check_mask_skip)(convert_mask_skip)
 
 
+def _sdpa_general_path(frame: Any, size: Any, op: str, other: Any, traced: bool) -> bool | None:
+    """The guard rule for sdpa_attention_forward's ``q_length`` branches (see the module docstring)."""
+    from torch2trt_lite import symbolic as Y
+    from torch2trt_lite.tracer import _ACTIVE
+
+    if frame.f_locals.get("q_length") is not size or type(other) is not int or other != 1 or size._lo < 1:
+        return None
+    if op == "eq" and not traced:  # q_length == 1: False takes repeat_kv, exact GQA at every length
+        return False
+    if op == "gt" and traced:  # q_length > 1: True keeps is_causal, the same at q_length == kv_length == 1
+        tracer, key = _ACTIVE.get(), frame.f_locals.get("key")
+        if tracer is None or key is None:
+            return None
+        kv = Y.sizes_of(tracer.ctx, key)
+        if len(kv) == 4 and Y.is_sym(kv[2]) and Y._key(kv[2]) == Y._key(size):
+            return True
+    return None
+
+
+def _register_sdpa_guards() -> None:
+    from transformers.integrations import sdpa_attention
+
+    from torch2trt_lite import symbolic as Y
+
+    Y.specialize_guard(sdpa_attention.sdpa_attention_forward.__code__, _sdpa_general_path)
+
+
 when_imported("transformers", _register)
+when_imported("transformers", _register_sdpa_guards)
+
+
+# ------------------------------------------------------------------ the padding mask of a KV cache
+# transformers.masking_utils.prepare_padding_mask(attention_mask, kv_length, kv_offset) pads the 2D
+# mask with zeros up to kv_length + kv_offset positions. In a decode step with a dynamic cache, the
+# mask's length (past + query tokens, an engine input) and kv_length (the cache's length + query) are
+# two dynamic sizes the symbolic tracer cannot relate, so the Python comparison that decides the
+# padding is refused. Converted instead as one slice layer: the mask's first kv_length + kv_offset
+# positions, zero-filled past its end (transformers pads a shorter mask with zeros, and reads only
+# those positions of a longer one: ``padding_mask[:, kv_idx]`` with kv_idx < kv_length + kv_offset).
+_PADDING_MASK_TARGET = "transformers.masking_utils.prepare_padding_mask"
+
+
+def _check_padding_mask(call: Call) -> str | None:
+    mask = call.arg(0, "attention_mask", None)
+    if mask is not None and mask.dim() != 2:
+        return f"only a 2D attention_mask (batch, length) is supported, got {mask.dim()}D"
+    return None
+
+
+def convert_padding_mask(ctx: ConversionContext, call: Call) -> Any:
+    from torch2trt_lite import symbolic as Y
+
+    from .impl import shape as S
+
+    mask = call.arg(0, "attention_mask", None)
+    if mask is None:
+        return None
+    length = call.arg(1, "kv_length") + call.arg(2, "kv_offset", 0)
+    have = Y.sizes_of(ctx, mask)[-1]
+    static = not (Y.has_sym([length]) or Y.is_sym(have))
+    if (static and call.output is mask) or (not static and Y._key(length) == Y._key(have)):
+        return ctx.itensor(mask)  # nothing to pad (a dynamic mask of the sequence itself: the same size)
+    work = torch.int32 if mask.dtype == torch.bool else mask.dtype  # NOTE: padded in numbers, cast back
+    it = ctx.cast(ctx.itensor(mask), work)
+    if static:  # as the call computed it
+        from .impl import resize as rs
+
+        pad = int(call.output.shape[-1]) - int(mask.shape[-1])
+        return ctx.cast(rs.pad(ctx, it, [0, pad], "constant", 0, work), mask.dtype)
+    layer = ctx.network.add_slice(it, (0, 0), (1, 1), (1, 1))
+    layer.set_input(2, S.dims_tensor(ctx, it, [S.Copy(0), length]))
+    layer.mode = ctx.trt.SampleMode.FILL
+    layer.set_input(4, ctx.constant(torch.zeros((), dtype=work)))
+    return ctx.cast(layer.get_output(0), mask.dtype)
+
+
+def _register_padding_mask() -> None:
+    converter(_PADDING_MASK_TARGET, check=_check_padding_mask)(convert_padding_mask)
+
+
+when_imported("transformers", _register_padding_mask)

@@ -1,7 +1,7 @@
 """The model zoo in dynamic form (issue 10, item 4): every model of ``tests/test_zoo.py`` converted
 once on the sim with a dynamic batch [1, 8] (``max_batch_size=8``, traced at batch 2) and compared
 with eager PyTorch at batch 1, 3 and 8 with the zoo's tolerance; the Hugging Face text models with
-a dynamic sequence length [1, 64] (traced at 12) compared at 5 and 64; CNN classifiers and
+a dynamic sequence length [1, 64] (traced at 12) compared at 1, 5 and 64; CNN classifiers and
 segmentation models with dynamic H and W compared at two resolutions. Dynamic networks also
 build on TensorRT-RTX (``define_network`` with Input ranges for all of them, a real build for a
 few).
@@ -13,10 +13,11 @@ masks) repeat the zoo's row, so every row stays in the model's value domain.
 Budget: about 3 minutes on 2 cores (measured 2026-12-01); the slowest models (``_SLOW``) are marked
 ``slow`` and run with ``TORCH2TRT_LITE_DYNAMIC_ZOO=all`` (the whole file: 5.5 minutes).
 
-The sequence range is [2, 64], not [1, 64]: at length 1 transformers' SDPA integration takes another
-Python branch (``q_length > 1`` picks ``is_causal``, ``q_length == 1`` the decode path), which a
-single engine cannot follow; with 1 in the range the conversion is refused at that comparison
-(torch2trt_lite.symbolic's guards). Resolutions: traced at 64x64, compared at 96x128 and 128x128.
+The sequence range is [1, 64], compared at 1, 5 and 64: at length 1 transformers' SDPA integration
+has Python branches of its own (``q_length > 1`` picks ``is_causal``, ``q_length == 1`` packs GQA
+heads), which converters/zoo_transformers.py answers with the general branch, provably the same at
+length 1 (see its docstring; tests/test_symbolic.py checks the rule, and its refusal when traced at
+length 1). Resolutions: traced at 64x64, compared at 96x128 and 128x128.
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ _BATCH_XFAIL: dict[str, str] = {
         "torch.chunk of the dynamic batch (raft splits torch.cat([image1, image2]) in two halves): the number "
         "and sizes of chunks of a dynamic dim depend on its size, so the converter refuses it"
     ),
-    "hf_detr": (
-        "transformers.masking_utils._ignore_bidirectional_mask_sdpa: DETR's pixel mask is torch.ones of the "
-        "dynamic batch, interpolated and cast before it reaches the mask shortcut, so its values are no longer "
-        "known to be all ones and the shortcut (read mask values, skip the mask) is refused"
+    "tv_ssdlite320_mobilenet_v3_large": (
+        "torchvision's detectors post-process each image of the batch in a Python loop (unbind of the dynamic "
+        "batch: one output per image), so the batch must be static; the detections themselves are "
+        "data-dependent sizes (tests/test_detection_zoo.py)"
     ),
 }
 
@@ -108,12 +109,7 @@ def test_zoo_dynamic_batch_matches_eager(zoo: Zoo) -> None:
 # ------------------------------------------------------------------------- sequence length
 _TEXT = ["hf_bert", "hf_distilbert", "hf_gpt2", "hf_llama", "hf_mistral", "hf_bloom", "hf_t5_encoder", "hf_bart",
          "hf_deberta_v2", "hf_clip_text"]
-_SEQ_XFAIL: dict[str, str] = {
-    "hf_bart": (
-        "torch.Tensor.__setitem__ on the dynamic sequence dim: shift_tokens_right writes "
-        "shifted[:, 1:] = input_ids[:, :-1], a box whose extent along a dynamic dim depends on its size"
-    ),
-}
+_SEQ_XFAIL: dict[str, str] = {}
 
 
 def _tokens_of_length(xs: Sequence[torch.Tensor], length: int) -> list[torch.Tensor]:
@@ -141,9 +137,9 @@ def test_text_model_dynamic_sequence_matches_eager(name: str) -> None:
     zoo = _BY_NAME[name]
     model = _build(zoo)
     xs = zoo.inputs()
-    seq = [Input((1, 2), (1, xs[0].shape[1]), (1, 64), dtype=x.dtype, example=x) for x in xs]
+    seq = [Input((1, 1), (1, xs[0].shape[1]), (1, 64), dtype=x.dtype, example=x) for x in xs]
     engine = torch2trt_lite.convert(model, seq, backend="sim", verify=False)
-    for length in (5, 64):
+    for length in (1, 5, 64):
         _compare(model, engine, _tokens_of_length(xs, length))
 
 
@@ -151,14 +147,10 @@ def test_text_model_dynamic_sequence_matches_eager(name: str) -> None:
 _SPATIAL = ["tv_resnet18", "tv_mobilenet_v2", "tv_efficientnet_b0", "tv_fcn_resnet50", "tv_deeplabv3_mobilenet_v3_large",
             "tv_lraspp_mobilenet_v3_large", "tv_resnet50_fpn_backbone", "timm_resnet50d"]
 # NOTE: four more were xfails while the sim probed dynamic dims at 12 and 24 (both 1 after a stride-32
-# backbone, so the sim declared the pooled dim static); it probes at 24 and 56 now, which a position
-# table of 64 (the zoo's text models) still admits
-_PROBES = (
-    "the sim's shape inference probes a dynamic dim at two sizes (PROBE_SIZES 24 and 56); the FPN's extra "
-    "stride-64 level (LastLevelMaxPool) is 1x1 at both, so the sim declares it static where TensorRT declares "
-    "it -1 (larger probes would overrun the 64-entry position tables of the zoo's text models)"
-)
-_SPATIAL_XFAIL: dict[str, str] = {"tv_resnet50_fpn_backbone": _PROBES}
+# backbone, so the sim declared the pooled dim static), and the FPN backbone while it probed at 24 and 56
+# only (its extra stride-64 level, LastLevelMaxPool, is 1x1 at both); the third, soft probe at 88 (2x2
+# there) makes it -1 as TensorRT does, and layers that fail at 88 (64-entry position tables) drop it
+_SPATIAL_XFAIL: dict[str, str] = {}
 _RESOLUTIONS = ((96, 128), (128, 128))
 
 
@@ -235,9 +227,8 @@ def test_zoo_dynamic_batch_builds_on_tensorrt_rtx(name: str) -> None:
 @pytest.mark.skipif(not _RTX, reason="TensorRT-RTX is not installed")
 @pytest.mark.parametrize("name", _SPATIAL)
 def test_cnn_dynamic_resolution_defines_on_tensorrt_rtx(name: str) -> None:
-    """Dynamic H and W on the real builder's network API, including the models the sim's shape
-    inference cannot follow yet (``_PROBES``): TensorRT keeps the pooled dims -1 and the network
-    defines with a global pooling that is a reduction."""
+    """Dynamic H and W on the real builder's network API: TensorRT keeps the pooled dims -1 and the
+    network defines with a global pooling that is a reduction."""
     zoo = _BY_NAME[name]
     model = _build(zoo)
     (x,) = zoo.inputs()

@@ -113,13 +113,22 @@ def test_header_validation_bounds_model_output(bert: tuple) -> None:
 
 
 # ------------------------------------------------------------------------------ 2. GPT-2's cache
-def test_gpt2_default_config_says_use_cache_false() -> None:
+def test_gpt2_default_config_returns_its_cache() -> None:
+    # use_cache defaults to True: the model returns a DynamicCache, which used to be refused (the fix
+    # was use_cache=False); the engine now returns it too (tests/test_kv_cache.py covers decode steps)
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=64, n_layer=2, n_head=4,
-                                  bos_token_id=1, eos_token_id=2)  # use_cache defaults to True
+                                  bos_token_id=1, eos_token_id=2)
     model = Keywords(transformers.GPT2Model(cfg)).eval()
-    with pytest.raises(Torch2TRTError, match=r"DynamicCache.*use_cache = False.*use_cache=False"):
-        torch2trt_lite.convert(model, _tokens(), backend="sim")
+    xs = _tokens()
+    got = torch2trt_lite.convert(model, xs, backend="sim")(*xs)
+    with torch.no_grad():
+        want = model(*xs)
+    torch.testing.assert_close(got.last_hidden_state, want.last_hidden_state, rtol=1e-4, atol=1e-4)
+    assert type(got.past_key_values) is type(want.past_key_values) is transformers.DynamicCache
+    for a, b in zip(got.past_key_values.layers, want.past_key_values.layers, strict=True):
+        torch.testing.assert_close(a.keys, b.keys, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(a.values, b.values, rtol=1e-4, atol=1e-4)
 
 
 # ------------------------------------------------------------------------------------- 3. pickle

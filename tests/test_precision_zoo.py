@@ -65,13 +65,24 @@ def rel_err(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]) -> float
     return worst
 
 
+# Models whose outputs are decisions, not values: a reduced-precision score crossing a threshold or
+# reordering two close scores changes which detections come out, so no tolerance compares them.
+_DISCRETE = {
+    "tv_ssdlite320_mobilenet_v3_large": (
+        "detections (score thresholds, top-k, NMS) are discrete decisions that fp16/bf16 rounding changes; "
+        "no tolerance applies"
+    ),
+}
+
+
 def _params() -> list[Any]:
     out = []
     for z in ZOO:
         if z.xfail:
             continue  # refused in fp32 already (tests/test_zoo.py says why)
         for precision in ("fp16", "bf16"):
-            out.append(pytest.param(z, precision, id=f"{z.name}-{precision}"))
+            marks = [pytest.mark.skip(reason=_DISCRETE[z.name])] if z.name in _DISCRETE else []
+            out.append(pytest.param(z, precision, id=f"{z.name}-{precision}", marks=marks))
     return out
 
 

@@ -6,6 +6,7 @@ compared with eager PyTorch at several sizes within its range."""
 from __future__ import annotations
 
 import importlib.util
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -208,3 +209,160 @@ def test_symbolic_network_builds_on_tensorrt_rtx() -> None:
     e = torch2trt_lite.convert(Fn(fn).eval(), [torch.randn(4, 6)], backend="tensorrt-rtx", max_batch_size=8,
                                progress=False)
     assert len(e.plan) > 0 and not e.runnable
+
+
+# ------------------------------------------------------------------- floats of dynamic sizes
+# A Python float of a dynamic size (true division, a float operand, float(), math.*) would be the traced
+# value for every size: refused naming the line, the dim and its range, unless it is the same over the range.
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda n: n / 2, id="truediv"),
+    pytest.param(lambda n: 2 / n, id="rtruediv"),
+    pytest.param(lambda n: float(n), id="float"),
+    pytest.param(lambda n: math.sqrt(n), id="math.sqrt"),
+    pytest.param(lambda n: n * 0.5, id="float-operand"),
+    pytest.param(lambda n: 2 - n * 0.5, id="float-operand-in-expression"),
+    pytest.param(lambda n: n ** 0.5, id="pow-float"),
+    pytest.param(lambda n: n ** -1, id="pow-negative"),
+])
+def test_float_of_dynamic_size_is_refused_naming_line_dim_and_range(make: Callable[[Any], Any]) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x * make(x.size(0))
+
+    with pytest.raises(Y.DynamicSizeGuardError,
+                       match=r"float of the dynamic size input_0\.size\(0\) \(traced as 4, range \[1, 8\]\) at "
+                             r".*test_symbolic\.py:\d+"):
+        torch2trt_lite.convert(Fn(fn).eval(), [torch.randn(4, 3)], backend="sim", max_batch_size=8)
+
+
+def test_float_of_static_dim_and_fixed_results_are_plain_numbers() -> None:
+    seen: list[Any] = []
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        n = x.size(0)
+        # the same for every size of the range, or integer results that stay symbolic
+        values: list[Any] = [x.size(1) / 2, math.sqrt(x.size(1)), n / n, 0 / n, math.ceil(n), math.floor(n), round(n), n ** 2,
+                  divmod(n, 3)]
+        if not seen:
+            seen.extend(values)
+        m = values[4] * values[5] // values[6]  # n
+        return x.reshape(values[7] // m, -1)[: values[8][0] + 1] * values[0]
+
+    _check(fn, (3,))
+    assert seen[:4] == [1.5, math.sqrt(3), 1.0, 0.0] and all(type(v) is float for v in seen[:4])
+    assert all(isinstance(v, Y.SymSize) for v in seen[4:8]) and int(seen[7]) == 16
+    assert isinstance(seen[8][0], Y.SymSize) and isinstance(seen[8][1], Y.SymSize)
+
+
+def test_dividing_a_tensor_by_a_dynamic_size_stays_symbolic() -> None:
+    # the fix the refusal suggests: a size in a tensor op is a shape-tensor value
+    _check(lambda x: x / x.size(0) + x * x.size(0), (3,))
+
+
+def test_float_of_dynamic_size_inside_a_converter_refuses() -> None:
+    from torch2trt_lite import registry
+
+    @torch2trt_lite.converter("tests.test_symbolic._scale_by")
+    def _convert(ctx: Any, call: Any) -> Any:  # a converter that would bake the size as a float weight
+        scale = ctx.constant(torch.tensor([float(call.arg(1, "n"))]).view(1, 1))
+        return ctx.network.add_elementwise(ctx.itensor(call.arg(0, "x")), scale,
+                                           ctx.trt.ElementWiseOperation.PROD).get_output(0)
+
+    try:
+        with pytest.raises(UnsupportedOperatorError, match=r"needs the value of input_0\.size\(0\).*float"):
+            torch2trt_lite.convert(Fn(lambda x: _scale_by(x, x.size(0))).eval(), [torch.randn(4, 3)],
+                                   backend="sim", max_batch_size=8)
+        e = torch2trt_lite.convert(Fn(lambda x: _scale_by(x, x.size(0))).eval(), [torch.randn(4, 3)], backend="sim")
+        x = torch.randn(4, 3)
+        torch.testing.assert_close(e(x), x * 4, **TOL)  # a static size is a plain number to the converter
+    finally:
+        registry.REGISTRY.remove("tests.test_symbolic._scale_by")
+
+
+def _scale_by(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x * n
+
+
+# ------------------------------------------------- transformers' SDPA branches on the query length
+_HF = importlib.util.find_spec("transformers") is not None
+
+
+class _SdpaBlock(torch.nn.Module):
+    """Self-attention through transformers' sdpa_attention_forward (its ``q_length`` branches)."""
+
+    def __init__(self, groups: int, causal: bool, masked: bool) -> None:
+        super().__init__()
+        self.num_key_value_groups, self.is_causal, self.masked = groups, causal, masked
+        self.q = torch.nn.Linear(8, 4 * 4)
+        self.kv = torch.nn.Linear(8, 2 * (4 // groups) * 4)
+
+    def forward(self, x: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        b, n = x.size(0), x.size(1)
+        q = self.q(x).view(b, n, 4, 4).transpose(1, 2)
+        k, v = self.kv(x).view(b, n, 2, 4 // self.num_key_value_groups, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        mask = rest[0] if rest else None
+        out, _ = sdpa_attention_forward(self, q, k, v, mask, is_causal=self.is_causal)
+        return out.reshape(b, n, 16)
+
+
+def _sdpa_inputs(n: int, masked: bool) -> list[torch.Tensor]:
+    x = torch.randn(1, n, 8, generator=torch.Generator().manual_seed(n))
+    if not masked:
+        return [x]
+    keep = torch.ones(n, n, dtype=torch.bool).tril()  # a causal pattern as an explicit mask
+    return [x, torch.zeros(1, 1, n, n).masked_fill(~keep, float("-inf"))]
+
+
+@pytest.mark.skipif(not _HF, reason="transformers is not installed")
+@pytest.mark.parametrize(("groups", "causal", "masked"), [
+    pytest.param(1, True, False, id="causal-is_causal"),
+    pytest.param(2, True, True, id="gqa-masked"),
+    pytest.param(2, False, False, id="gqa-bidirectional"),
+])
+def test_sdpa_length_branches_take_the_general_path_over_a_range_with_1(groups: int, causal: bool,
+                                                                         masked: bool) -> None:
+    importlib.import_module("transformers.integrations.sdpa_attention")  # a model using it has imported it
+    torch.manual_seed(0)
+    m = _SdpaBlock(groups, causal, masked).eval()
+    spec = [Input((1, 1, 8), (1, 6, 8), (1, 16, 8))] + (
+        [Input((1, 1, 1, 1), (1, 1, 6, 6), (1, 1, 16, 16))] if masked else [])
+    e = torch2trt_lite.convert(m, spec, backend="sim")
+    for n in (1, 2, 7, 16):
+        xs = _sdpa_inputs(n, masked)
+        with torch.no_grad():
+            want = m(*xs)
+        torch.testing.assert_close(e(*xs), want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not _HF, reason="transformers is not installed")
+def test_sdpa_length_branch_is_refused_when_traced_at_length_1() -> None:
+    # traced at 1, `q_length > 1` is False (no causal mask): wrong for longer queries, so the guard refuses
+    importlib.import_module("transformers.integrations.sdpa_attention")
+    m = _SdpaBlock(1, True, False).eval()
+    with pytest.raises(Y.DynamicSizeGuardError, match=r"sdpa_attention\.py:\d+: `.*input_0\.size\(1\)\) > 1` is False"):
+        torch2trt_lite.convert(m, [Input((1, 1, 8), (1, 1, 8), (1, 16, 8))], backend="sim")
+
+
+# --------------------------------------- a mask the network proves to be all ones (DETR's pixel mask)
+def _ones_mask(x: torch.Tensor) -> torch.Tensor:  # DETR: torch.ones of the batch, indexed, cast, interpolated
+    b = x.size(0)
+    ones = torch.ones((b, x.size(2), x.size(3)))
+    return F.interpolate(ones[None].float(), size=(4, 4)).to(torch.bool)[0].flatten(1)
+
+
+@pytest.mark.parametrize(("fn", "want"), [
+    pytest.param(_ones_mask, True, id="detr-pixel-mask"),
+    pytest.param(lambda x: torch.cat([_ones_mask(x), _ones_mask(x)], 1), True, id="concatenated"),
+    pytest.param(lambda x: F.interpolate(torch.ones_like(x), size=(4, 4), mode="bilinear"), None,
+                 id="bilinear-not-followed"),
+    pytest.param(lambda x: x > -1e30, None, id="values-of-the-input"),
+    pytest.param(lambda x: torch.ones_like(x) + x * 0, None, id="elementwise-not-followed"),
+    pytest.param(lambda x: F.pad(torch.ones_like(x), (1, 1), value=0.0), None, id="padded-with-zeros"),
+])
+def test_network_proves_a_mask_of_ones(fn: Callable[[torch.Tensor], torch.Tensor], want: Any) -> None:
+    from torch2trt_lite.converters import zoo_transformers as Z
+
+    m = Fn(fn).eval()
+    d = torch2trt_lite.define_network(m, [Input((1, 3, 8, 8), (2, 3, 8, 8), (4, 3, 16, 16))], backend="sim")
+    assert Z._uniform_value(d.context, d.network.get_output(0)) == want

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -11,7 +12,7 @@ import torch
 from torch.utils._pytree import SUPPORTED_NODES, tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
-from .errors import ConversionError, InternalError
+from .errors import ConversionError, InternalError, Torch2TRTError
 from .precision import short_name
 
 
@@ -49,6 +50,78 @@ def arg_tensors(args: Any, kwargs: Any) -> list[torch.Tensor] | None:
     return out
 
 
+def view_index(base: torch.Tensor, view: torch.Tensor) -> tuple[Any, ...] | None:
+    """The basic index (ints and positive-step slices) with ``base[index]`` holding exactly the elements
+    of ``view`` (a view of ``base``'s memory), in the same order up to size-1 dims; None when there is
+    none (``base`` not contiguous, a permuted, expanded or overlapping view, another storage).
+
+    Computed from the view's strides and storage offset, so it follows any chain of slicing, ``select``,
+    ``narrow``, ``view``/``unsqueeze`` that kept the element order."""
+    if view.device != base.device or view.dtype != base.dtype or not base.is_contiguous():
+        return None
+    if view.untyped_storage().data_ptr() != base.untyped_storage().data_ptr():
+        return None
+    shape = tuple(base.shape)
+    n = len(shape)
+    strides = [1] * n
+    for d in range(n - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    off = int(view.storage_offset()) - int(base.storage_offset())
+    if off < 0 or (n and off >= base.numel()) or (not n and off):
+        return None
+    starts = [0] * n
+    for d in range(n):
+        starts[d], off = divmod(off, strides[d])
+    if off:
+        return None
+    lens, steps = [0] * n, [1] * n  # 0: dim not taken by a dim of the view (an int index)
+    prev = -1
+    for size, stride in zip(view.shape, view.stride(), strict=True):
+        if size == 1:
+            continue
+        if size == 0:
+            return None
+        found = None
+        for d in range(prev + 1, n):
+            if shape[d] > 1 and stride > 0 and stride % strides[d] == 0 and (
+                starts[d] + (size - 1) * (stride // strides[d]) < shape[d]
+            ):
+                found = d
+                break
+        if found is None:
+            return None
+        lens[found], steps[found], prev = size, stride // strides[found], found
+    return tuple(
+        slice(starts[d], starts[d] + (lens[d] - 1) * steps[d] + 1, steps[d]) if lens[d] else starts[d]
+        for d in range(n)
+    )
+
+
+class _ViewWrite:
+    """An in-place write into ``view`` of ``base`` being converted (see
+    :meth:`ConversionContext.begin_view_write`)."""
+
+    __slots__ = ("base", "base_it", "chain", "index", "view")
+
+    def __init__(self, view: torch.Tensor, base: torch.Tensor, base_it: Any, index: Any,
+                 chain: list[tuple[torch.Tensor, Any, Any]] | None = None) -> None:
+        self.view, self.base, self.base_it, self.index = view, base, base_it, index
+        self.chain = chain  # a dynamic-shape conversion: (parent, index, parent's tensor) from the view up
+
+
+def _raise(error: Exception) -> Any:
+    raise error
+
+
+def _refuse_view_value(view_shape: tuple[int, ...], base_shape: tuple[int, ...]) -> Any:
+    raise ConversionError(
+        f"a tensor of shape {base_shape} was written in place through a view of shape {view_shape} "
+        "(a permuted, expanded or strided view) with values computed from the inputs, and torch2trt-lite "
+        "cannot map that view back onto the tensor it views; write into the tensor itself "
+        "(``buf[index] = value``), or use the out-of-place form"
+    )
+
+
 class _Lazy:
     """A network tensor created on first use (e.g. an unfolded conv output after BN folding)."""
 
@@ -64,6 +137,10 @@ class ConversionContext:
     * ``ctx.trt``: the backend module (``tensorrt`` or ``torch2trt_lite.sim``), ``ctx.network``.
     * ``ctx.itensor(x)``: the network tensor of a traced torch tensor; a constant for anything else.
     * ``ctx.constant(value)``: a constant layer's output.
+
+    A write into a view of a tensor (``buf[i, :h].copy_(img)``) is followed with
+    :meth:`begin_view_write` / :meth:`end_view_write`: the base is mapped to a slice update of its
+    network tensor, and views made before the write are read again from the base when used.
     """
 
     def __init__(self, network: Any, trt: Any, backend_name: str, *, has_plugins: bool = True) -> None:
@@ -151,6 +228,11 @@ class ConversionContext:
             entry = self._map.get(x)
             if entry is not None:
                 it, version = entry
+                if version != x._version and x._base is not None:
+                    # NOTE: a view whose base was written (through another view) since it was made
+                    follow = self._follow_view(x)
+                    if follow is not None:
+                        it, version = follow, x._version
                 if version != x._version:
                     raise ConversionError(
                         "a traced tensor was modified in place through a view or by an untracked write "
@@ -167,6 +249,152 @@ class ConversionContext:
                 dtype = torch.bool if isinstance(x, bool) else torch.int64 if isinstance(x, int) else torch.float32
             return self.constant(torch.tensor(x, dtype=dtype))
         raise ConversionError(f"cannot turn a {type(x).__name__} into a network tensor")
+
+    # ------------------------------------------------------------ in-place writes through views
+    def begin_view_write(self, view: torch.Tensor) -> _ViewWrite | None:
+        """Before an in-place op writes ``view`` (a view of another tensor's memory: ``view._base``):
+        note the base's network tensor and where the view sits in it, and map ``view`` to its current
+        value (read from the base when its own mapping is missing or out of date). After the op's
+        converter, :meth:`end_view_write` writes the view's new value back into the base with a
+        slice-update, so the base (``buf`` of ``buf[i, :h].copy_(img)``) follows the write.
+
+        None when the write cannot be followed (today's errors then apply: reading the base later
+        raises a clear error)."""
+        base = view._base
+        if base is None:
+            return None
+        if self.network is None:  # check mode: the base now holds traced values
+            return _ViewWrite(view, base, None, None)
+        if getattr(self, "_symbolic", None) is not None and view in self._map:
+            return self._begin_recorded_write(view, base)
+        index = view_index(base, view)
+        entry = self._map.get(base)
+        if entry is not None and entry[1] != base._version:
+            return None  # the base was already modified by a write that was not followed
+        if index is None:
+            if entry is not None:
+                return None
+            # NOTE: an untraced buffer: its values would silently stay the old ones; reading it is
+            # refused (end_view_write), the view itself converts as an untraced tensor's in-place op
+            if view not in self._map:
+                self._map[view] = (_Lazy(functools.partial(self.constant, view.detach().clone())), view._version)
+            return _ViewWrite(view, base, None, None)
+        if entry is None and self.holds_traced_values(base):
+            raise FrozenValueError(
+                "an in-place write into a view of a tensor whose memory holds values computed from the inputs "
+                "through another tensor (not followed): its values would be frozen into the engine; use "
+                "out-of-place ops"
+            )
+        # NOTE: a constant of an untraced base is a copy: the op about to run overwrites its memory
+        base_it = self.mapped(base)[0] if entry is not None else self.constant(base.detach().clone())  # type: ignore[index]
+        if getattr(self, "_symbolic", None) is not None and -1 in tuple(base_it.shape):
+            return None  # NOTE: the index comes from the traced strides: not valid for other sizes
+        mine = self._map.get(view)
+        if mine is None or mine[1] != view._version:
+            self._map[view] = (_Lazy(lambda: self._read_view(base, base_it, index, view)), view._version)
+        return _ViewWrite(view, base, base_it, index)
+
+    def end_view_write(self, write: _ViewWrite) -> None:
+        """After the converter of an in-place write into ``write.view``: map the base to its new value."""
+        view, base = write.view, write.base
+        if self.network is None:
+            self.mark_traced(base)
+            return
+        if write.index is None and write.chain is None:  # not followed (see begin_view_write)
+            self.set_lazy(base, functools.partial(_refuse_view_value, tuple(view.shape), tuple(base.shape)))
+            return
+        entry = self.mapped(view)
+        if entry is None or entry[1] != view._version:
+            return  # not followed: the base stays out of date (reading it raises)
+        from torch2trt_lite.converters.impl import indexing as I
+        from torch2trt_lite.converters.impl import shape as S
+
+        value = entry[0]
+        symbolic = getattr(self, "_symbolic", None)
+        try:
+            if write.chain is not None:  # x[index] views, written back one link at a time
+                for parent, index, parent_it in write.chain:
+                    value = I.setitem(self, parent, parent_it, index, value)
+                    self.set_itensor(parent, value)
+                    symbolic.filled.pop(parent, None)  # type: ignore[union-attr]
+                return
+            region = tuple(base[write.index].shape)
+            if tuple(value.shape) != region:
+                value = S.reshape(self, value, region)
+            self.set_itensor(base, I.setitem(self, base, write.base_it, write.index, value))
+        except Torch2TRTError as e:
+            # NOTE: the view itself converted; only a later read of the base needs the write-back
+            error = ConversionError(
+                f"a tensor was written in place through a view of shape {tuple(view.shape)}, and writing that "
+                f"back into the tensor it views failed: {e}"
+            )
+            self.set_lazy(base, functools.partial(_raise, error))
+        if symbolic is not None:
+            symbolic.filled.pop(base, None)
+
+    def record_view(self, out: torch.Tensor, qualname: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A dynamic-shape conversion: note how the view ``out`` was indexed out of its parent
+        (``x[index]``, ``narrow``), so a write into it follows the (maybe dynamic) index back."""
+        if kwargs or len(args) < 2 or not isinstance(args[0], torch.Tensor):
+            return
+        index = args[1]
+        if qualname.endswith(".narrow"):
+            if len(args) != 4 or not all(isinstance(a, int) for a in args[1:]):
+                return
+            dim, start, length = args[1], args[2], args[3]
+            dim = dim + args[0].dim() if dim < 0 else dim
+            lo = getattr(start, "_lo", None)  # a dynamic size (symbolic.SymSize): its lower bound
+            if (lo if lo is not None else int(start)) < 0:
+                return  # NOTE: a negative start counts from the end
+            index = (slice(None),) * dim + (slice(start, start + length),)
+        elif not qualname.endswith(".__getitem__"):
+            return
+        views = getattr(self, "_views", None)
+        if views is None:
+            views = self._views = WeakIdKeyDictionary()
+        views[out] = (args[0], index)
+
+    def _begin_recorded_write(self, view: torch.Tensor, base: torch.Tensor) -> _ViewWrite | None:
+        """:meth:`begin_view_write` of a traced view in a dynamic-shape conversion: the chain of
+        recorded indexings from ``view`` up to ``base`` (the traced strides would not hold at other
+        sizes); None when a link was made otherwise or a tensor on the way is out of date."""
+        version = view._version
+        mine = self._map.get(view)
+        views = getattr(self, "_views", None)
+        if mine is None or mine[1] != version or views is None:
+            return None
+        chain: list[tuple[torch.Tensor, Any, Any]] = []
+        t = view
+        while t is not base:
+            rec = views.get(t)
+            if rec is None:
+                return None
+            parent, index = rec
+            entry = self.mapped(parent)
+            if entry is None or entry[1] != version or len(chain) > 64:
+                return None
+            chain.append((parent, index, entry[0]))
+            t = parent
+        return _ViewWrite(view, base, None, None, chain)
+
+    def _read_view(self, base: torch.Tensor, base_it: Any, index: Any, view: torch.Tensor) -> Any:
+        from torch2trt_lite.converters.impl import indexing as I
+
+        return I.getitem(self, base, index, tuple(view.shape), it=base_it)
+
+    def _follow_view(self, view: torch.Tensor) -> Any:
+        """The network tensor of an out-of-date view read from its (up-to-date) base; None if not possible."""
+        base = view._base
+        entry = self._map.get(base) if base is not None and self.network is not None else None
+        if entry is None or entry[1] != view._version:
+            return None
+        index = view_index(base, view)  # type: ignore[arg-type]
+        base_it = self.mapped(base)[0]  # type: ignore[arg-type, index]
+        if index is None or (getattr(self, "_symbolic", None) is not None and -1 in tuple(base_it.shape)):
+            return None
+        it = self._read_view(base, base_it, index, view)  # type: ignore[arg-type]
+        self._map[view] = (it, view._version)
+        return it
 
     def _tensor_constant(self, t: torch.Tensor) -> Any:
         entry = self._consts.get(t)

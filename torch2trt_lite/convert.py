@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -21,9 +22,9 @@ from . import progress as _progress
 from . import shapes as _shapes
 from . import symbolic as _symbolic
 from .backends import Backend, CapturingLogger, get_backend
-from .context import CheckContext, ConversionContext
+from .context import CheckContext, ConversionContext, ConverterRefusal
 from .errors import BuildError, ConversionError, Torch2TRTError
-from .module import FORMAT, TRTModule, dtype_name, encode_tree
+from .module import FORMAT, TRTModule, cache_layers, decode_tree, dtype_name, encode_tree, tensor_leaves
 from .tracer import Tracer, Unsupported
 
 _log = logging.getLogger("torch2trt_lite")
@@ -45,6 +46,71 @@ def _as_inputs(inputs: Any, allow_ranges: bool = False) -> list[Any]:
         if x.dtype == torch.float64:
             raise Torch2TRTError(f"input {i}: TensorRT has no float64; pass a float32 tensor (x.float())")
     return list(inputs)
+
+
+def _is_cache(x: Any) -> bool:
+    return any(c.__name__ == "Cache" and str(c.__module__).startswith("transformers") for c in type(x).__mro__)
+
+
+def _structure(inputs: Any, input_names: Sequence[str] | None) -> tuple[Any, Any, Sequence[str] | None]:
+    """Structured inputs flattened: (the engine's inputs, the ``in_tree`` that rebuilds the model's
+    arguments from them, their names), or ``inputs`` as they are (and None) when each is a tensor or an
+    Input. An argument may be a tuple or list (nested) of tensors and Inputs (e.g. a key/value cache
+    as (key, value) per layer) or a transformers ``DynamicCache``: its layers' keys and values become
+    the inputs ``<name>.<layer>.key`` / ``.value`` (``<name>``: the argument's name in ``input_names``,
+    else ``past_key_values``; ranges for them go in ``profiles=``, one Input per engine input)."""
+    if not isinstance(inputs, (list, tuple)) or not any(isinstance(x, (list, tuple)) or _is_cache(x) for x in inputs):
+        return inputs, None, input_names
+    if input_names is not None and len(input_names) != len(inputs):
+        raise Torch2TRTError(
+            f"input_names: with structured inputs (tuples, caches) give one name per model argument ({len(inputs)}), "
+            f"got {len(input_names)}; the engine inputs are named <argument>.<index> (caches: <argument>.<layer>.key/value)"
+        )
+    leaves: list[Any] = []
+    names: list[str] = []
+
+    def leaf(x: Any, name: str) -> Any:
+        if isinstance(x, _shapes.Input) and x.name is not None:
+            name = x.name
+            x = _shapes.Input(x.min_shape, x.opt_shape, x.max_shape, x.dtype, None, x.example, x.low, x.high)
+        leaves.append(x)
+        names.append(name)
+        return {"t": len(leaves) - 1}
+
+    def walk(x: Any, name: str, where: str) -> Any:
+        if isinstance(x, (torch.Tensor, _shapes.Input)):
+            return leaf(x, name)
+        if _is_cache(x):
+            pairs = cache_layers(x, where)
+            return {"cache": "DynamicCache", "layers": [
+                [leaf(k, f"{name}.{i}.key"), leaf(v, f"{name}.{i}.value")] for i, (k, v) in enumerate(pairs)
+            ]}
+        if isinstance(x, (list, tuple)):
+            if not x:
+                raise Torch2TRTError(f"{where} is an empty {type(x).__name__}: it gives the engine no input")
+            kind = "list" if isinstance(x, list) else "tuple"
+            return {kind: [walk(v, f"{name}.{j}", f"{where}[{j}]") for j, v in enumerate(x)]}
+        raise Torch2TRTError(
+            f"{where}: expected a torch.Tensor, a torch2trt_lite.Input, a tuple or list of them, or a transformers "
+            f"DynamicCache; got {type(x).__name__}"
+        )
+
+    args = []
+    for i, x in enumerate(inputs):
+        default = "past_key_values" if _is_cache(x) else f"input_{i}"
+        args.append(walk(x, input_names[i] if input_names is not None else default, f"input {i}"))
+    if len(set(names)) != len(names):
+        raise Torch2TRTError(f"the engine inputs' names must be distinct, got {names}")
+    return leaves, {"tuple": args}, names
+
+
+def _flat(fn: Any, in_tree: Any) -> Any:
+    """``fn`` (the model, or its engine) called with the engine's input tensors: the arguments are
+    rebuilt by ``in_tree``, the result is its tensors in order."""
+    def call(*leaves: Any) -> list[torch.Tensor]:
+        return tensor_leaves(fn(*decode_tree(in_tree, list(leaves))))
+
+    return call
 
 
 def _check_model(model: Any) -> None:
@@ -163,10 +229,11 @@ def define_network(
     """Trace ``model`` into a network of ``backend`` as ``convert`` does, without building it
     (``inputs`` may hold :class:`torch2trt_lite.Input` ranges: their dynamic dims are -1)."""
     _check_model(model)
+    inputs, in_tree, input_names = _structure(inputs, input_names)
     res = _shapes.resolve(_as_inputs(inputs, allow_ranges=True))
     names = _input_names(input_names, res)
     return _define(model, res.examples, get_backend(backend), names, output_names, net_shapes=_net_shapes(res),
-                   input_ranges=_input_ranges(res, names))
+                   input_ranges=_input_ranges(res, names), in_tree=in_tree)
 
 
 def _input_names(input_names: Sequence[str] | None, res: _shapes.Resolved) -> list[str] | None:
@@ -207,6 +274,7 @@ def _define(
     output_names: Sequence[str] | None, context_cls: type[ConversionContext] = ConversionContext,
     net_shapes: list[tuple[int, ...]] | None = None, policy: _precision.Policy | None = None,
     out_float: torch.dtype | None = None, input_ranges: dict[str, tuple[_shapes.Shape, _shapes.Shape]] | None = None,
+    in_tree: Any = None,
 ) -> NetworkDefinition:
     names = _default_names(input_names, len(xs))
     if len(names) != len(xs) or len(set(names)) != len(names):
@@ -226,19 +294,21 @@ def _define(
             _symbolic.SymbolicSizes(ctx, input_ranges or {}).install(tracer, traced)
         t_trace = time.perf_counter()
         try:
-            out = tracer.run_model(model, traced)
+            args = traced if in_tree is None else list(decode_tree(in_tree, traced))  # NOTE: caches hold `traced`
+            out = tracer.run_model(model, args)
         except ConversionError as e:
             if net_shapes is None:
                 raise
-            raise ConversionError(
+            kind = _symbolic.DynamicSizeGuardError if isinstance(e, _symbolic.DynamicSizeGuardError) else ConversionError
+            raise kind(
                 f"{e} (the network has dynamic input dims {net_shapes}, -1 = dynamic; the model was traced at "
                 f"{[tuple(x.shape) for x in traced]}. Sizes of dynamic dims stay symbolic while tracing "
                 "(torch2trt_lite.symbolic); a converter or branch that needs one as a Python number refuses it: "
                 "convert with static shapes for that dim, or a range this model supports)"
             ) from None
         t_trace = time.perf_counter() - t_trace
-    leaves, _ = tree_flatten(out)
-    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+        _symbolic.check_value_reads(ctx)
+    tensors = tensor_leaves(out)  # NOTE: encode_tree's order (DynamicCaches included, which pytree does not know)
     if not tensors:
         raise _no_tensors(out)
     onames = list(output_names) if output_names is not None else [f"output_{i}" for i in range(len(tensors))]
@@ -373,6 +443,7 @@ def convert(
         model = _int8_mode(model, inputs, int8_mode, int8_calib_dataset, int8_calib_algorithm)
     elif int8_calib_dataset is not None or int8_calib_algorithm is not None:
         raise Torch2TRTError("int8_calib_dataset and int8_calib_algorithm go with int8_mode=True")
+    inputs, in_tree, input_names = _structure(inputs, input_names)
     res = _shapes.resolve(
         _as_inputs(inputs, allow_ranges=True), max_batch_size=max_batch_size, dynamic_batch=dynamic_batch,
         profiles=profiles,
@@ -398,6 +469,8 @@ def convert(
             options["profiles"] = [[[list(s) for s in r] for r in p] for p in res.profiles]
         if policy is not None or out_float is not None:
             options["precision"] = precision_meta
+        if in_tree is not None:
+            options["in_tree"] = in_tree
         t_key = time.perf_counter()
         entry = _cache.entry_path(cache_dir, _cache.key(model, xs, names0, options, be))
         t_key = time.perf_counter() - t_key
@@ -415,7 +488,7 @@ def convert(
         _log.info("torch2trt-lite: engine cache miss: building %s", entry)
     net_shapes = _net_shapes(res)
     d = _define(model, xs, be, input_names, output_names, net_shapes=net_shapes, policy=policy, out_float=out_float,
-                input_ranges=_input_ranges(res, input_names))
+                input_ranges=_input_ranges(res, input_names), in_tree=in_tree)
     trt, builder, network, logger = be.trt, d.builder, d.network, d.logger
     names, out_meta, out_tree, t_trace = d.input_names, d.out_meta, d.out_tree, d.trace_s
     plugin_type = trt.LayerType.PLUGIN_V3
@@ -427,8 +500,9 @@ def convert(
         config.num_compute_capabilities = len(targets)
         for k, cc in enumerate(targets):
             config.set_compute_capability(cc, k)
-    if net_shapes is not None:
-        _add_profiles(builder, config, d.input_names, res)
+    shape_values = _shape_input_values(network, names, res)
+    if net_shapes is not None or shape_values:
+        _add_profiles(builder, config, d.input_names, res, shape_values)
     timings = _timing_cache_load(be, config, timing_cache)
     t_build = time.perf_counter()
     with _progress.attached(trt, config, monitor) as watch:
@@ -457,11 +531,13 @@ def convert(
         ) if be.name == "tensorrt-rtx" else None,
         "num_layers": num_layers,
         "inputs": [
-            {"name": n, "dtype": dtype_name(x.dtype), "shape": list(x.shape), **_hull([p[i] for p in res.profiles])}
+            {"name": n, "dtype": dtype_name(x.dtype), "shape": list(x.shape), **_hull([p[i] for p in res.profiles]),
+             **({"values": dict(zip(("min", "opt", "max"), shape_values[n], strict=True))} if n in shape_values else {})}
             for i, (n, x) in enumerate(zip(names, xs, strict=True))
         ],
         "outputs": out_meta,
         "out_tree": out_tree,
+        **({"in_tree": in_tree} if in_tree is not None else {}),
         "plugins": uses_plugins,
         "precision": dict(precision_meta),
         "layers": [[n, t, [dt for _, dt in outs]] for n, t, outs in network_layers(network)],
@@ -478,7 +554,8 @@ def convert(
     module = TRTModule(plan, meta, cuda_graph=cuda_graph)  # NOTE: TRTModule takes bytes-like plans as they are
     t_load = time.perf_counter() - t_load
     if net_shapes is not None and verify:
-        _verify_dynamic(model, module, d, res, input_names, output_names, io_cast=io_dtype is not None)
+        flat_model, engine = (model, module) if in_tree is None else (_flat(model, in_tree), _flat(module, in_tree))
+        _verify_dynamic(flat_model, engine, d, res, input_names, output_names, io_cast=io_dtype is not None)
     if timings is not None:
         _timing_cache_save(config, timing_cache)
     stats: dict[str, Any] = {"trace_s": t_trace, "build_s": t_build, "load_s": t_load}
@@ -557,10 +634,45 @@ def _hull(ranges: list[_shapes.Range]) -> dict[str, list[int]]:
     }
 
 
-def _add_profiles(builder: Any, config: Any, names: list[str], res: _shapes.Resolved) -> None:
+def _shape_input_values(network: Any, names: list[str], res: _shapes.Resolved) -> dict[str, tuple[list[int], ...]]:
+    """(min, opt, max) values of each engine input that became a *shape input* (TensorRT computes
+    sizes from its values: ``n = lengths.max().item()`` used as a size, see
+    :func:`torch2trt_lite.symbolic.value_read`): its Input's ``low``..``high - 1`` per element, opt the
+    traced values. A plain example tensor gives no range: refused with the fix."""
+    out: dict[str, tuple[list[int], ...]] = {}
+    for i, name in enumerate(names):
+        t = network.get_input(i)
+        if not bool(t.is_shape_tensor):
+            continue
+        x = res.examples[i]
+        if x.dtype not in (torch.int32, torch.int64) or x.dim() > 1 or res.profiles[0][i][0] != res.profiles[0][i][2]:
+            raise ConversionError(
+                f"input '{name}' ({x.dtype}, shape {tuple(x.shape)}) is read as a size (TensorRT computes sizes only "
+                "from shape inputs: int32/int64 tensors of at most one static dim); compute the size from an "
+                "input of that kind, or from tensor sizes"
+            )
+        if not (res.ranged and res.ranged[i]):
+            raise ConversionError(
+                f"input '{name}' is read as a size (its values compute a shape: e.g. lengths.max().item()), so "
+                "TensorRT needs the range of its values: pass torch2trt_lite.Input(shape, shape, shape, "
+                f"dtype={x.dtype}, example=..., low=..., high=...) for it (values in [low, high - 1])"
+            )
+        lo, hi = res.bounds[i] if res.bounds else (0, 100)
+        n = x.numel()
+        opt = [min(max(int(v), lo), hi - 1) for v in x.reshape(-1).tolist()]
+        out[name] = ([lo] * n, opt, [hi - 1] * n)
+    return out
+
+
+def _add_profiles(builder: Any, config: Any, names: list[str], res: _shapes.Resolved,
+                  shape_values: dict[str, tuple[list[int], ...]] | None = None) -> None:
     for k, prof in enumerate(res.profiles):
         profile = builder.create_optimization_profile()
         for name, (mn, op, mx) in zip(names, prof, strict=True):
+            if shape_values and name in shape_values:
+                profile.set_shape_input(name, *shape_values[name])
+                if mn == mx:  # NOTE: a static shape input needs no shape range
+                    continue
             profile.set_shape(name, mn, op, mx)
         if config.add_optimization_profile(profile) < 0:
             raise BuildError(f"optimization profile {k} ({prof}) was refused by the builder")
@@ -581,7 +693,7 @@ def _baked_layers(network: Any) -> list[str]:
 
 
 def _verify_dynamic(
-    model: Any, module: TRTModule, d: NetworkDefinition, res: _shapes.Resolved,
+    model: Any, module: Any, d: NetworkDefinition, res: _shapes.Resolved,
     input_names: Sequence[str] | None, output_names: Sequence[str] | None, io_cast: bool = False,
 ) -> None:
     """Check a dynamic engine at each profile's min and max shapes against eager PyTorch (on the sim:
@@ -682,9 +794,12 @@ def load(path: str | os.PathLike[str], *, cuda_graph: bool = False) -> TRTModule
 
 @dataclass
 class CheckReport:
-    """What ``check`` found: ``ok`` and every unsupported call (op, module path, file:line)."""
+    """What ``check`` found: ``ok`` and every unsupported call (op, module path, file:line, reason).
+    With dynamic inputs, ``unsupported`` also holds every call whose converter refuses a dynamic size
+    and every comparison or float of a dynamic size the range does not decide (``dynamic``)."""
 
     unsupported: list[Unsupported] = field(default_factory=list)
+    dynamic: list[Unsupported] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -698,17 +813,105 @@ class CheckReport:
         return "\n".join(lines)
 
 
-def check(model: Any, inputs: Sequence[torch.Tensor] | torch.Tensor) -> CheckReport:
-    """Run ``model`` once under the tracer without building anything; report unsupported calls."""
+class _CheckTracer(Tracer):
+    """The tracer of ``check`` on a dynamic network: a converter's refusal is recorded (``collect``)
+    and tracing goes on, the refused call's outputs standing in as constants of their traced values."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.dynamic: list[Unsupported] = []  # the problems with dynamic sizes (symbolic's guards add theirs)
+
+    def convert_call(self, record: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        n = len(self.problems)
+        try:
+            super().convert_call(record, args, kwargs, out)
+        except ConversionError as e:
+            if not isinstance(e.__cause__, ConverterRefusal) or len(self.problems) == n:
+                raise
+            if "dynamic size" in str(e.__cause__):  # symbolic.refuse and value reads of a SymSize say so
+                self.dynamic.append(self.problems[-1])
+        if len(self.problems) > n:
+            self.ctx.mark_traced(out)
+
+
+class _DynamicCheckContext(ConversionContext):
+    """``check`` on a dynamic network (never built): a tensor no converter made (an unsupported or
+    refused call's output) gets a stand-in so that the calls after it are still checked, with the
+    dynamic sizes of the inputs in the dims traced at their sizes (duck sizing, as the tracer does)
+    and zeros for values; a constant of its traced value where no dim is dynamic."""
+
+    dims: dict[int, Any]  # traced size -> a dynamic size of the inputs traced at it
+
+    def mark_traced(self, out: Any) -> None:
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and not self.is_traced(t):
+                self.set_lazy(t, functools.partial(self._stand_in, t.detach().clone()))
+
+    def _stand_in(self, t: torch.Tensor) -> Any:
+        dims = [self.dims.get(int(d), int(d)) for d in t.shape]
+        if not _symbolic.has_sym(dims) or t.dtype.is_complex:
+            return self.constant(t)
+        work = torch.float32 if t.is_floating_point() else torch.int64
+        layer = self.network.add_fill((0,) * t.dim(), self.trt.FillOperation.LINSPACE, self.trt_dtype(work))
+        layer.set_input(0, _symbolic.shape_tensor(self, dims))
+        layer.set_input(1, self.constant(torch.zeros((), dtype=work)))
+        layer.set_input(2, self.constant(torch.zeros((t.dim(),), dtype=work)))
+        return self.cast(layer.get_output(0), t.dtype)
+
+
+def check(
+    model: Any,
+    inputs: Sequence[Any] | torch.Tensor,
+    *,
+    max_batch_size: int | None = None,
+    dynamic_batch: tuple[int, int] | None = None,
+    profiles: Sequence[Sequence[Any]] | None = None,
+    input_names: Sequence[str] | None = None,
+) -> CheckReport:
+    """Run ``model`` once under the tracer without building anything; report unsupported calls.
+
+    ``inputs``, ``max_batch_size``, ``dynamic_batch``, ``profiles`` and ``input_names`` are
+    ``convert``'s. With a dynamic dim the model is traced into a network of the sim (not built)
+    with symbolic sizes, and the report also lists, without stopping at the first, every call whose
+    converter refuses a dynamic size and every comparison, ``len()`` or float of a dynamic size that
+    the range does not decide (:class:`torch2trt_lite.symbolic.DynamicSizeGuardError` in ``convert``),
+    each with the op, module path, location and reason (``CheckReport.dynamic`` holds these)."""
     _check_model(model)
-    xs = _as_inputs(inputs)
-    ctx = CheckContext()
+    inputs, in_tree, input_names = _structure(inputs, input_names)
+    res = _shapes.resolve(_as_inputs(inputs, allow_ranges=True), max_batch_size=max_batch_size,
+                          dynamic_batch=dynamic_batch, profiles=profiles)
+    module = model if isinstance(model, torch.nn.Module) else None
+
+    def args(traced: list[torch.Tensor]) -> list[Any]:
+        return traced if in_tree is None else list(decode_tree(in_tree, traced))
+
+    if not res.dynamic:
+        ctx: ConversionContext = CheckContext()
+        with torch.no_grad():
+            traced = [_example_copy(x) for x in res.examples]
+            ctx.mark_traced(traced)
+            tracer = Tracer(ctx, module, collect=True)
+            tracer.run_model(model, args(traced))
+        return CheckReport(tracer.problems)
+    names = _input_names(input_names, res)
+    be = get_backend("sim")
+    network = be.trt.Builder(CapturingLogger(be.trt).logger).create_network(be.network_flags())
+    ctx = _DynamicCheckContext(network, be.trt, be.name, has_plugins=be.has_plugins)
+    net_shapes = _net_shapes(res) or []
     with torch.no_grad():
-        traced = [_example_copy(x) for x in xs]
-        ctx.mark_traced(traced)
-        tracer = Tracer(ctx, model if isinstance(model, torch.nn.Module) else None, collect=True)
-        tracer.run_model(model, traced)
-    return CheckReport(tracer.problems)
+        traced = [_example_copy(x) for x in res.examples]
+        for name, x, shape in zip(_default_names(names, len(traced)), traced, net_shapes, strict=True):
+            ctx.set_itensor(x, network.add_input(name, ctx.trt_dtype(x.dtype), tuple(shape)))
+        tracer = _CheckTracer(ctx, module, collect=True)
+        state = _symbolic.SymbolicSizes(ctx, _input_ranges(res, names))
+        state.install(tracer, traced)
+        ctx.dims = {}
+        for x in traced:
+            for d in state.sizes(x) or ():
+                if _symbolic.is_sym(d):
+                    ctx.dims.setdefault(int.__int__(d), d)
+        tracer.run_model(model, args(traced))
+    return CheckReport(tracer.problems, tracer.dynamic)
 
 
 __all__ = ["Backend", "CheckReport", "NetworkDefinition", "check", "convert", "define_network", "load"]

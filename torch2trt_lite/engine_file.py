@@ -392,9 +392,13 @@ def validate_meta(h: Any, source: str = "<engine>") -> None:
                     op = _dims(source, f"{where}.opt", spec.get("opt"), 0)
                     if len(op) != len(lo) or not all(a <= o <= b for a, o, b in zip(lo, op, hi, strict=True)):
                         raise _bad(source, f"{where}.opt", f"min <= opt <= max for min {lo}, max {hi}", op)
+                if "values" in spec:
+                    _validate_shape_values(source, f"{where}.values", spec["values"], shape)
     if "profiles" in h:
         _validate_profiles(h["profiles"], h["inputs"], source)
     _validate_tree(h.get("out_tree"), len(h["outputs"]), source)
+    if "in_tree" in h:
+        _validate_in_tree(h["in_tree"], len(h["inputs"]), source)
     if "precision" in h:
         _validate_precision(h["precision"], source)
     if "layers" in h:
@@ -429,6 +433,20 @@ def _validate_layers(layers: Any, source: str) -> None:
 MAX_PROFILES = 64
 
 
+def _validate_shape_values(source: str, where: str, values: Any, shape: list[int]) -> None:
+    """The value ranges of a shape input: {"min", "opt", "max"}, one int per element each, min <= opt <= max."""
+    n = 1
+    for d in shape:
+        n *= d
+    if not isinstance(values, dict) or set(values) != {"min", "opt", "max"} or len(shape) > 1 or n < 0:
+        raise _bad(source, where, "{min, opt, max} of a shape input of rank 0 or 1", values)
+    rows = [values[k] for k in ("min", "opt", "max")]
+    if not all(isinstance(r, list) and len(r) == n and all(_is_int(v) for v in r) for r in rows):
+        raise _bad(source, where, f"three lists of {n} ints", values)
+    if not all(a <= b <= c for a, b, c in zip(*rows, strict=True)):
+        raise _bad(source, where, "min <= opt <= max per element", values)
+
+
 def _validate_profiles(profiles: Any, inputs: list[dict[str, Any]], source: str) -> None:
     """``profiles``: one {input name: {"min", "opt", "max"}} per optimization profile, naming every
     input, of its rank, with min <= opt <= max within the input's own min/max."""
@@ -453,28 +471,67 @@ def _validate_profiles(profiles: Any, inputs: list[dict[str, Any]], source: str)
                 )
 
 
-def _validate_tree(root: Any, nleaves: int, source: str) -> None:
+def _validate_in_tree(root: Any, nleaves: int, source: str) -> None:
+    """The structure of the inputs (tuples, lists and DynamicCaches of the engine's input tensors): a
+    tuple of the model's arguments whose leaves are the inputs 0, 1, ... each once, in order."""
+    if not (isinstance(root, dict) and isinstance(root.get("tuple"), list) and set(root) == {"tuple"}):
+        raise _bad(source, "in_tree", "a tuple node of the model's arguments", root)
+    _validate_tree(root, nleaves, source, "in_tree", ("t", "tuple", "list", "cache"))
+    order: list[int] = []
+    todo: list[Any] = [root]
+    while todo:  # depth first, left to right: the order flatten_args gives the inputs in
+        node = todo.pop()
+        if "t" in node:
+            order.append(node["t"])
+        elif "cache" in node:
+            todo.extend(reversed([leaf for pair in node["layers"] for leaf in pair]))
+        else:
+            todo.extend(reversed(node.get("tuple", node.get("list", []))))
+    if order != list(range(nleaves)):
+        raise _bad(source, "in_tree", f"the inputs 0 to {nleaves - 1}, each once and in order", order[:16])
+
+
+def _validate_cache(node: dict[str, Any], where: str, source: str) -> list[Any]:
+    """A DynamicCache node: its kind and one [key, value] pair of tensor leaves per layer."""
+    if node["cache"] != "DynamicCache" or set(node) != {"cache", "layers"}:
+        raise _bad(source, where, 'a cache node {"cache": "DynamicCache", "layers": [...]}', sorted(node)[:5])
+    layers = node["layers"]
+    if not isinstance(layers, list) or not 0 < len(layers) <= MAX_IO:
+        raise _bad(source, f"{where}.layers", f"a list of 1 to {MAX_IO} [key, value] pairs", layers)
+    leaves = []
+    for i, pair in enumerate(layers):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, dict) and set(x) == {"t"} for x in pair)):
+            raise _bad(source, f"{where}.layers[{i}]", "a [key, value] pair of tensor nodes", pair)
+        leaves += [(x, f"{where}.layers[{i}][{j}]") for j, x in enumerate(pair)]
+    return leaves
+
+
+def _validate_tree(root: Any, nleaves: int, source: str, name: str = "out_tree",
+                   allowed: tuple[str, ...] = ("t", "c", "tuple", "list", "dict", "cache")) -> None:
     import torch  # NOTE: only for the names of torch.return_types
 
-    todo: list[tuple[Any, int, str]] = [(root, 0, "out_tree")]
+    todo: list[tuple[Any, int, str]] = [(root, 0, name)]
     count = 0
     while todo:
         node, depth, where = todo.pop()
         count += 1
         if count > MAX_TREE_NODES:
-            raise _bad(source, "out_tree", f"at most {MAX_TREE_NODES} nodes", f"more than {MAX_TREE_NODES}")
+            raise _bad(source, name, f"at most {MAX_TREE_NODES} nodes", f"more than {MAX_TREE_NODES}")
         if depth > MAX_TREE_DEPTH:
-            raise _bad(source, "out_tree", f"nested at most {MAX_TREE_DEPTH} deep", f"{where} deeper")
+            raise _bad(source, name, f"nested at most {MAX_TREE_DEPTH} deep", f"{where} deeper")
         if not isinstance(node, dict):
             raise _bad(source, where, "an output structure node (an object)", node)
-        kinds = [k for k in ("t", "c", "tuple", "list", "dict") if k in node]
-        if len(kinds) != 1:
-            raise _bad(source, where, "a node with one of t, c, tuple, list, dict", sorted(node)[:5])
+        kinds = [k for k in ("t", "c", "tuple", "list", "dict", "cache") if k in node]
+        if len(kinds) != 1 or kinds[0] not in allowed:
+            raise _bad(source, where, f"a node with one of {', '.join(allowed)}", sorted(node)[:5])
         kind = kinds[0]
         v = node[kind]
         if kind == "t":
             if not (_is_int(v) and 0 <= v < nleaves):
-                raise _bad(source, f"{where}.t", f"an output index in [0, {nleaves})", v)
+                what = "an output" if name == "out_tree" else "an input"
+                raise _bad(source, f"{where}.t", f"{what} index in [0, {nleaves})", v)
+        elif kind == "cache":
+            todo.extend((x, depth + 1, w) for x, w in _validate_cache(node, where, source))
         elif kind == "c":
             if not (v is None or isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) <= MAX_CONSTANT_CHARS)):
                 raise _bad(source, f"{where}.c", "null, a bool, a number or a string", v)

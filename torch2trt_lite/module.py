@@ -63,16 +63,114 @@ def encode_tree(obj: Any, leaf_index: list[int]) -> Any:
             node["model_output"] = {"module": dcls.__module__, "qualname": dcls.__qualname__}
         return node
     if _is_transformers_class(type(obj), "Cache"):
-        raise Torch2TRTError(
-            f"model outputs: a {type(obj).__name__} (a transformers key/value cache) cannot be returned by an "
-            "engine: caches are not supported yet. Convert with the cache off: set "
-            "model.config.use_cache = False before convert, or call model(..., use_cache=False) in the "
-            "forward that is converted"
-        )
+        pairs = cache_layers(obj, "model outputs")
+        return {"cache": CACHE_KIND, "layers": [[encode_tree(k, leaf_index), encode_tree(v, leaf_index)] for k, v in pairs]}
     raise Torch2TRTError(
         f"model outputs: a {type(obj).__name__} cannot be returned by an engine; return tensors in "
         "tuples, lists or dicts"
     )
+
+
+# A transformers key/value cache in a model's inputs or outputs: one (key, value) pair of tensors
+# [batch, heads, length, head_dim] per layer, which are engine inputs / outputs of their own.
+CACHE_KIND = "DynamicCache"
+
+
+def cache_layers(cache: Any, where: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The (key, value) tensors of each layer of a transformers ``DynamicCache`` (layers of full
+    attention); any other cache is refused, saying what is supported."""
+    cls = type(cache)
+    if cls.__name__ != CACHE_KIND or not _is_transformers_class(cls, "Cache"):
+        raise Torch2TRTError(
+            f"{where}: a transformers {cls.__name__} is not supported; only a DynamicCache (keys and values that "
+            "grow by one step per call) can be an engine input or output. Use transformers.DynamicCache"
+        )
+    if getattr(cache, "offloading", False):
+        raise Torch2TRTError(f"{where}: a DynamicCache with offloading=True is not supported (the engine holds no state)")
+    layers = list(getattr(cache, "layers", None) or [])
+    if not layers:
+        raise Torch2TRTError(
+            f"{where}: the DynamicCache is empty (no layer holds keys and values yet); an engine input needs tensors: "
+            "pass the cache of a previous step (or None / no cache for the first step)"
+        )
+    out = []
+    for i, layer in enumerate(layers):
+        k, v = getattr(layer, "keys", None), getattr(layer, "values", None)
+        if type(layer).__name__ != "DynamicLayer" or not getattr(layer, "is_initialized", False) or not (
+            isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor) and k.dim() == 4 and v.dim() == 4
+        ):
+            raise Torch2TRTError(
+                f"{where}: layer {i} of the DynamicCache is a {type(layer).__name__} "
+                f"{'holding ' + str(tuple(k.shape)) + ' keys' if isinstance(k, torch.Tensor) else 'without keys'}; "
+                "only full-attention DynamicLayer layers holding 4D keys and values [batch, heads, length, head_dim] "
+                "are supported (no sliding-window or empty layers)"
+            )
+        out.append((k, v))
+    return out
+
+
+def _make_cache(pairs: list[tuple[Any, Any]]) -> Any:
+    """A transformers DynamicCache whose layers hold exactly these tensors (not copies), else, when
+    transformers is not imported, the (key, value) pairs as a tuple (with a warning once)."""
+    utils = sys.modules.get("transformers.cache_utils")
+    cls, layer_cls = getattr(utils, CACHE_KIND, None), getattr(utils, "DynamicLayer", None)
+    if not (isinstance(cls, type) and isinstance(layer_cls, type)):
+        if ("transformers", CACHE_KIND) not in _WARNED:
+            _WARNED.add(("transformers", CACHE_KIND))
+            log.warning("engine output DynamicCache is returned as a tuple of (key, value) pairs: transformers is "
+                        "not imported; import it before running the engine to get the DynamicCache back")
+        return tuple((k, v) for k, v in pairs)
+    cache = cls(ddp_cache_data=[(None, None)] * len(pairs))  # one empty DynamicLayer per pair
+    for entry, (k, v) in zip(cache.layers, pairs, strict=True):
+        entry.lazy_initialization(k, v)
+        entry.keys, entry.values = k, v
+    return cache
+
+
+def tensor_leaves(obj: Any) -> list[torch.Tensor]:
+    """The tensors of a model's inputs or outputs in :func:`encode_tree`'s order (tuples, lists,
+    dicts, namedtuples, ModelOutputs and DynamicCaches; other objects hold none)."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for x in obj for t in tensor_leaves(x)]
+    if isinstance(obj, dict):
+        return [t for x in obj.values() for t in tensor_leaves(x)]
+    if _is_transformers_class(type(obj), "Cache"):
+        return [t for pair in cache_layers(obj, "model outputs") for t in pair]
+    return []
+
+
+def flatten_args(spec: Any, args: Any, where: str = "inputs") -> list[Any]:
+    """The engine's input tensors from a call's arguments structured as the engine's ``in_tree``
+    (tensors, tuples and lists of them, DynamicCaches); a mismatch is a RuntimeExecutionError naming
+    where it is."""
+    if "t" in spec:
+        return [args]
+    if "tuple" in spec or "list" in spec:
+        items = spec.get("tuple", spec.get("list"))
+        if not isinstance(args, (tuple, list)) or _is_transformers_class(type(args), "Cache"):
+            raise RuntimeExecutionError(
+                f"{where}: expected a {'tuple' if 'tuple' in spec else 'list'} of {len(items)} as when converted, "
+                f"got {type(args).__name__}"
+            )
+        if len(args) != len(items):
+            raise RuntimeExecutionError(f"{where}: expected {len(items)} entries as when converted, got {len(args)}")
+        return [t for k, (s, a) in enumerate(zip(items, args, strict=True)) for t in flatten_args(s, a, f"{where}[{k}]")]
+    if "cache" in spec:
+        if not _is_transformers_class(type(args), "Cache"):
+            raise RuntimeExecutionError(f"{where}: expected a transformers DynamicCache as when converted, got "
+                                        f"{type(args).__name__}")
+        try:
+            pairs = cache_layers(args, where)
+        except Torch2TRTError as e:
+            raise RuntimeExecutionError(str(e)) from None
+        if len(pairs) != len(spec["layers"]):
+            raise RuntimeExecutionError(
+                f"{where}: the DynamicCache has {len(pairs)} layers, the engine was converted with {len(spec['layers'])}"
+            )
+        return [t for pair in pairs for t in pair]
+    raise EngineFileError(f"engine metadata: unknown input structure node {spec!r}")
 
 
 def _is_transformers_class(cls: type, base: str) -> bool:
@@ -165,6 +263,8 @@ def decode_tree(spec: Any, leaves: list[torch.Tensor]) -> Any:
         if "model_output" in spec:
             return _model_output(spec["model_output"], fields)
         return fields
+    if "cache" in spec:
+        return _make_cache([(decode_tree(k, leaves), decode_tree(v, leaves)) for k, v in spec["layers"]])
     raise EngineFileError(f"engine metadata: unknown output structure node {spec!r}")
 
 
@@ -220,6 +320,8 @@ class _Loaded:
         self.assertions = [(k, str(o["assert"])) for k, o in enumerate(self.outputs) if "assert" in o]
         self._sha256 = sha256
         self._sha_lock = threading.Lock()
+        # host copies of shape inputs, per (thread, input name): alive while TensorRT may read them
+        self.host_inputs: dict[tuple[int, str], torch.Tensor] = {}
 
     def sha256(self) -> str:
         """The plan's SHA-256 (computed once, when first needed)."""
@@ -514,6 +616,8 @@ class TRTModule(torch.nn.Module):
 
     def forward(self, *inputs: Any) -> Any:
         st = self._st  # NOTE: one engine for the whole call, even if load_state_dict swaps it meanwhile
+        if st is not None and "in_tree" in st.meta:  # structured inputs (tuples, DynamicCaches): their tensors
+            inputs = tuple(flatten_args(st.meta["in_tree"], inputs))
         xs = self._check_inputs(st, inputs)
         assert st is not None
         with torch.no_grad():  # NOTE: outputs are plain tensors (the sim computes with torch ops)
@@ -547,6 +651,8 @@ class TRTModule(torch.nn.Module):
         for spec, x in zip(st.inputs, xs, strict=True):
             if not ctx.set_input_shape(spec["name"], tuple(x.shape)):
                 raise RuntimeExecutionError(f"input '{spec['name']}': " + "; ".join(errors))
+            if "values" in spec:  # a shape input: TensorRT reads its values on the host
+                x = st.host_inputs[threading.get_ident(), spec["name"]] = _shape_input(spec, x)
             ctx.set_tensor_address(spec["name"], be.tensor_address(x))
         outs: list[torch.Tensor | None] = []
         allocators = []
@@ -739,6 +845,22 @@ class TRTModule(torch.nn.Module):
             return "empty"
         return f"backend={self.backend}, trt={self._meta.get('trt_version')}, inputs={self.input_names}, " \
                f"outputs={self.output_names}, layers={self.num_layers}"
+
+
+def _shape_input(spec: dict[str, Any], x: torch.Tensor) -> torch.Tensor:
+    """The host copy of shape input ``x`` (its values compute sizes), checked against the range its
+    optimization profile was built for."""
+    host = x.detach().to("cpu").contiguous()
+    lo, hi = spec["values"]["min"], spec["values"]["max"]
+    flat = host.reshape(-1).tolist()
+    bad = [i for i, v in enumerate(flat) if not lo[i] <= v <= hi[i]]
+    if bad:
+        i = bad[0]
+        raise RuntimeExecutionError(
+            f"input '{spec['name']}': value {flat[i]} at {i} is outside [{lo[i]}, {hi[i]}], the range of values the "
+            "engine was built for (its values compute sizes: convert with an Input whose low/high cover it)"
+        )
+    return host
 
 
 def _profile_for(st: _Loaded, xs: list[torch.Tensor]) -> int | None:

@@ -78,6 +78,9 @@ class ConverterRecord:
     source: str = ""
     # converted even when no argument is traced (fake quantization of a weight: constant -> Q -> DQ)
     constant_inputs: bool = False
+    # the converter's return value is the call's Python result (a size computed with symbolic sizes,
+    # e.g. ``min(k, x.size(0))`` as torch2trt_lite.symbolic.sym_min), not network tensors to bind
+    python_result: bool = False
 
 
 class Registry:
@@ -234,6 +237,7 @@ def converter(
     dynamic_shapes: bool = True,
     registry: Registry | None = None,
     constant_inputs: bool = False,
+    python_result: bool = False,
 ) -> Callable[[ConverterFn], ConverterFn]:
     """Register ``fn(ctx, call)`` as the converter of each target.
 
@@ -243,6 +247,9 @@ def converter(
     ``constant_inputs=True``: the call is converted while tracing even when none of its arguments
     derives from the inputs (otherwise it runs in PyTorch and its result becomes a constant), e.g.
     fake quantization of a weight, which must become constant -> Quantize -> Dequantize layers.
+
+    ``python_result=True``: the converter's return value replaces the call's result in the model's
+    code (for helpers that compute sizes, which return a symbolic size instead of the traced int).
     """
     if not targets:
         raise Torch2TRTError("converter() needs at least one target")
@@ -256,7 +263,8 @@ def converter(
             if qual in done:  # the same object under two names (torch.relu_ is F.relu_)
                 continue
             done.add(qual)
-            reg.add(ConverterRecord(obj, qual, kind, owners, fn, check, dynamic_shapes, src, constant_inputs), override)
+            reg.add(ConverterRecord(obj, qual, kind, owners, fn, check, dynamic_shapes, src, constant_inputs,
+                                    python_result), override)
         return fn
 
     return deco

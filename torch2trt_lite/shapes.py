@@ -133,6 +133,7 @@ class Resolved:
     names: list[str | None]
     profiles: list[list[Range]]
     bounds: list[tuple[int, int]] | None = None  # (low, high) of random integer inputs, per input
+    ranged: list[bool] | None = None  # per input: given as an Input (whose low/high bound its values)
 
     @property
     def dynamic(self) -> bool:
@@ -187,7 +188,7 @@ def resolve(
             new.append(((lo, *s[1:]), s, (hi, *s[1:])))
         ranges = new
     bounds = [(x.low, x.high) if isinstance(x, Input) else (0, 100) for x in inputs]
-    return Resolved(examples, names, [ranges], bounds)
+    return Resolved(examples, names, [ranges], bounds, [isinstance(x, Input) for x in inputs])
 
 
 def _batch_range(max_batch_size: Any, dynamic_batch: Any) -> tuple[int, int]:
@@ -237,7 +238,7 @@ def _resolve_profiles(inputs: list[Any], profiles: Sequence[Sequence[Any]]) -> R
             raise Torch2TRTError(
                 f"input {i}: the traced example's shape {tuple(x.shape)} is in no profile; give an example within one"
             )
-    return Resolved(base.examples, base.names, out, base.bounds)
+    return Resolved(base.examples, base.names, out, base.bounds, base.ranged)
 
 
 def corner_shapes(profiles: list[list[Range]], traced: Sequence[Shape] | None = None) -> list[tuple[int, str, list[Shape]]]:

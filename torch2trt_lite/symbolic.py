@@ -22,12 +22,30 @@ sides are the same expression (``x.size(0) == x.size(0)``). Otherwise it raises
 :class:`DynamicSizeGuardError` naming the user's line and the dim: the engine would take the
 branch of the traced size for every size. Comparisons made inside torch's own code while a
 converted call runs (argument checks of the op itself) use the traced value.
+
+Floats (issue 10's item 2: refused, not made symbolic): a Python float made from a dynamic size
+(``n / 2``, ``2 / n``, ``n * 0.5``, ``n ** 0.5``, ``float(n)``, ``math.sqrt(n)`` and the other ``math``
+functions, which call ``float()``) would be the traced value for every size, so in the model's code it
+raises :class:`DynamicSizeGuardError` naming the line, the size and its range, and in a converter it
+is a :class:`~torch2trt_lite.context.ConverterRefusal`. It is answered where the result is the same for
+every size of the range (``n / n``, ``0 / n``, a size of one value). Integer results stay symbolic:
+``n ** 2`` (``n * n``), ``divmod``, ``math.ceil/floor/trunc`` and ``round`` of a size are the size.
+Symbolic floats would only help converters that take a float (interpolate's ``scale_factor``), which
+take sizes (``size=``) instead; a size used in a tensor op (``x / x.size(1)``) stays symbolic as a
+shape-tensor value. Python cannot see a float on the left of an operator (``0.5 * n`` is
+``float.__mul__``, which reads the int's value directly): that one stays the traced value.
+
+``torch2trt_lite.check`` on dynamic inputs traces with a collecting tracer: each failed guard is
+recorded (op, module path, location, reason) and answered with the traced value, so every one is
+listed (:func:`_guard_problem`). :func:`specialize_guard` lets third-party code's branches that are
+provably equal be answered (converters/zoo_transformers.py: transformers' SDPA ``q_length`` branches).
 """
 
 from __future__ import annotations
 
 import math
 import operator
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -58,6 +76,13 @@ class _Dim:
 
     def __init__(self, it: Any, index: int, label: str, key: Any) -> None:
         self.it, self.index, self.label, self.key = it, index, label, key
+
+
+class _Value(_Dim):
+    """The value of the 1-element integer network tensor ``it`` read as a size (``int(n.item())``):
+    computed by the network from shape tensors (see :func:`value_read`)."""
+
+    __slots__ = ()
 
 
 class _Op:
@@ -141,6 +166,53 @@ def _tracer() -> Any:
     return _ACTIVE.get()
 
 
+def _fixed(v: Any) -> bool:
+    """Is ``v`` the same number for every size of its range (a plain number, or a size of one value)?"""
+    return not isinstance(v, SymSize) or v._lo == v._hi
+
+
+def _guard_problem(tracer: Any, op: str, message: str, traced: Callable[[], Any]) -> Any:
+    """A guard that fails in the model's code: raise :class:`DynamicSizeGuardError`; in
+    ``torch2trt_lite.check`` (the tracer collects problems) record it and go on with the traced
+    answer ``traced()``, so that every such guard of the model is reported."""
+    if getattr(tracer, "collect", False):
+        tracer.unsupported(op, message)
+        dynamic = getattr(tracer, "dynamic", None)
+        if isinstance(dynamic, list):
+            dynamic.append(tracer.problems[-1])
+        return traced()
+    raise DynamicSizeGuardError(message)
+
+
+# Guard specializations: code object -> rules (see specialize_guard)
+_SPECIAL: dict[Any, list[Callable[..., bool | None]]] = {}
+
+
+def specialize_guard(code: Any, rule: Callable[..., bool | None]) -> None:
+    """Let ``rule(frame, size, op, other, traced)`` answer a comparison of the dynamic size ``size``
+    (``op``: ``"eq"``, ``"gt"``, ...; ``traced``: its answer at the traced size) made in the function
+    whose code object is ``code`` (``frame``: that call's frame) that the range does not decide.
+    The rule returns the answer (True/False) only where the branch it picks computes the same result
+    for every size of the range, else None (the guard then refuses as usual). For third-party code
+    that branches to a special case equal to the general one (see converters/zoo_transformers.py)."""
+    rules = _SPECIAL.setdefault(code, [])
+    if rule not in rules:
+        rules.append(rule)
+
+
+def _specialized(size: SymSize, op: str, other: Any, traced: bool) -> bool | None:
+    if not _SPECIAL:
+        return None
+    frame: Any = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    for rule in _SPECIAL.get(frame.f_code if frame is not None else None, ()):
+        answer = rule(frame, size, op, other, traced)
+        if answer is not None:
+            return bool(answer)
+    return None
+
+
 class SymSize(int):
     """A dynamic size read while tracing: an ``int`` holding the traced value that also records how
     it was computed (see the module docstring). ``describe()`` names it, e.g. ``input_0.size(0)``."""
@@ -167,6 +239,10 @@ class SymSize(int):
 
     # ----------------------------------------------------------------------- arithmetic
     def _op(self, op: str, other: Any, swap: bool = False) -> Any:
+        if isinstance(other, float):  # Python would make it a float of the traced value
+            a, b = (other, self) if swap else (self, other)
+            return self._float_read(f"{_describe(a)} {_SYMBOLS[op]} {_describe(b)}",
+                                    lambda: getattr(operator, op)(_v(a), _v(b)), fixed=_fixed(a) and _fixed(b))
         if isinstance(other, bool) or not isinstance(other, int):
             return NotImplemented
         a, b = (other, self) if swap else (self, other)
@@ -214,6 +290,62 @@ class SymSize(int):
     def __rmod__(self, o: Any) -> Any:
         return self._op("mod", o, True)
 
+    def __truediv__(self, o: Any) -> Any:
+        return self._truediv(self, o)
+
+    def __rtruediv__(self, o: Any) -> Any:
+        return self._truediv(o, self)
+
+    def _truediv(self, a: Any, b: Any) -> Any:
+        if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+            return NotImplemented
+        if isinstance(a, SymSize) and isinstance(b, SymSize) and _key(a) == _key(b) and a._lo > 0:
+            return 1.0  # n / n is 1.0 for every size
+        if not isinstance(a, SymSize) and a == 0 and b._lo > 0:  # type: ignore[union-attr]
+            return 0.0
+        return self._float_read(f"{_describe(a)} / {_describe(b)}", lambda: _v(a) / _v(b),
+                                fixed=_fixed(a) and _fixed(b))
+
+    def __pow__(self, o: Any, mod: Any = None) -> Any:
+        if mod is None and isinstance(o, int) and not isinstance(o, (bool, SymSize)) and o >= 0:
+            out: Any = 1
+            for _ in range(o):  # n ** 2 is n * n: stays symbolic
+                out = out * self
+            return out
+        if mod is not None or isinstance(o, bool) or not isinstance(o, (int, float)):
+            return NotImplemented
+        return self._float_read(f"{self.describe()} ** {_describe(o)}", lambda: _v(self) ** _v(o),
+                                fixed=_fixed(o) and _fixed(self))
+
+    def __rpow__(self, o: Any, mod: Any = None) -> Any:
+        if mod is not None or isinstance(o, bool) or not isinstance(o, (int, float)):
+            return NotImplemented
+        if o == 1:
+            return o
+        return self._float_read(f"{_describe(o)} ** {self.describe()}", lambda: _v(o) ** _v(self), fixed=_fixed(self))
+
+    def __divmod__(self, o: Any) -> Any:
+        return self // o, self % o
+
+    def __rdivmod__(self, o: Any) -> Any:
+        return o // self, o % self
+
+    # math.ceil/floor/trunc and round() of an int are the int itself (int's own would give a plain int)
+    def __ceil__(self) -> Any:
+        return self
+
+    def __floor__(self) -> Any:
+        return self
+
+    def __trunc__(self) -> Any:
+        return self
+
+    def __round__(self, ndigits: Any = None) -> Any:
+        if ndigits is None or (isinstance(ndigits, int) and ndigits >= 0):
+            return self
+        return self._float_read(f"round({self.describe()}, {ndigits})", lambda: round(_v(self), ndigits),
+                                fixed=_fixed(self))
+
     def __neg__(self) -> Any:
         lo, hi = _interval("neg", self, None)
         return SymSize(-int.__int__(self), _Op("neg", self), lo, hi)
@@ -244,7 +376,31 @@ class SymSize(int):
         return self._value_read("operator.index()")
 
     def __float__(self) -> float:
-        return float(self._value_read("float()"))
+        return self._float_read(f"float({self.describe()})", lambda: float(int.__int__(self)),  # type: ignore[no-any-return]
+                                fixed=_fixed(self))
+
+    def _float_read(self, what: str, value: Callable[[], Any], fixed: bool = False) -> Any:
+        """A float made from this size (``float(n)``, ``n / 2``, ``n * 0.5``, ``math.sqrt(n)``): the
+        traced value where it is the same for every size of the range (``fixed``), inside torch's own
+        code while a converted call runs, or outside a conversion; refused in a converter (a
+        :class:`ConverterRefusal`) and in the model's code (a :class:`DynamicSizeGuardError` naming the
+        line, the dim and its range), since a Python float is one number for every size."""
+        tracer = _tracer()
+        if tracer is not None and tracer.converting is not None and not fixed:
+            self._value_read(what)
+        if fixed or tracer is None or tracer.busy:
+            return value()
+        from .tracer import user_location
+
+        rng = f"[{_fmt(self._lo)}, {_fmt(self._hi)}]"
+        message = (
+            f"the model makes a Python float of the dynamic size {self.describe()} (traced as {int.__int__(self)}, "
+            f"range {rng}) at {user_location(3)}: `{what}` is a float (true division, a float operand, float() or a "
+            "math function), which would be the traced value for every size the profile allows. Keep sizes "
+            "integer (//, %, *, + stay symbolic), use the size in a tensor op instead (x / x.size(1) and "
+            "x * x.size(1) stay symbolic), or make the dim static (a range of one size)"
+        )
+        return _guard_problem(tracer, f"float of a dynamic size ({what})", message, value)
 
     def _guard(self, op: str, other: Any, answer: bool | None) -> bool:
         concrete = bool(getattr(operator, op)(int.__int__(self), _v(other)))
@@ -254,14 +410,18 @@ class SymSize(int):
         from .tracer import user_location
 
         sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[op]
+        special = _specialized(self, op, other, concrete)
+        if special is not None:
+            return special
         rng = f"[{_fmt(self._lo)}, {_fmt(self._hi)}]"
-        raise DynamicSizeGuardError(
+        message = (
             f"the model compares the dynamic size {self.describe()} (traced as {int.__int__(self)}, range {rng}) at "
             f"{user_location(3)}: `{self.describe()} {sym} {_describe(other)}` is {concrete} at the traced "
             "size but not for every size the profile allows, and the engine cannot take a Python branch per "
             "call. Make the dim static (a range of one size), narrow the range so the answer is fixed, or "
             "compute without the branch (e.g. torch.where, torch2trt_lite.symbolic.sym_min/sym_max)"
         )
+        return _guard_problem(tracer, f"`{self.describe()} {sym} {_describe(other)}`", message, lambda: concrete)  # type: ignore[no-any-return]
 
     def _compare(self, op: str, other: Any) -> Any:
         if isinstance(other, bool) or not isinstance(other, (int, float)):
@@ -380,7 +540,12 @@ def to_itensor(ctx: ConversionContext, v: Any) -> Any:
         return hit[1]
     net = ctx.network
     e = v._expr
-    if isinstance(e, _Dim):
+    if isinstance(e, _Value):
+        layer = net.add_shuffle(ctx.cast(e.it, torch.int64))
+        layer.reshape_dims = (1,)
+        out = layer.get_output(0)
+        state._used.add(id(v))
+    elif isinstance(e, _Dim):
         shape = state.shape_of(e.it)
         out = net.add_gather(shape, _const(ctx, [e.index]), 0).get_output(0)
     elif e.op == "neg":
@@ -538,6 +703,9 @@ class SymbolicSizes:
         self._shapes: dict[int, tuple[Any, Any]] = {}  # id(itensor) -> (itensor, its shape tensor)
         self._its: dict[int, tuple[SymSize, Any]] = {}  # id(SymSize) -> (it, its network tensor)
         self._duck: dict[int, tuple[Any, float, float, str]] = {}  # traced size -> (key, lo, hi, label)
+        self._dds: dict[int, tuple[Any, float, float, str]] = {}  # the same for data-dependent sizes
+        self._values: list[tuple[SymSize, str]] = []  # sizes read from values, with where they were read
+        self._used: set[int] = set()  # id() of those the network computes
         self.filled: WeakIdKeyDictionary = WeakIdKeyDictionary()  # traced tensor -> the value it holds
         ctx._symbolic = self  # type: ignore[attr-defined]
 
@@ -601,6 +769,8 @@ class SymbolicSizes:
                 # NOTE: duck sizing (as torch.export / dynamo do): dynamic dims traced at the same size
                 # are taken for the same size, with the range of the first network input dim of that size
                 duck = self._duck.get(value)
+                if duck is None and not it.is_network_input:  # a size derived from a data-dependent one
+                    duck = self._dds.get(value)
                 if duck is None and it.is_network_input:
                     duck = self._duck[value] = (("input", str(it.name), i), lo, hi, where)
                 if duck is not None:
@@ -611,6 +781,57 @@ class SymbolicSizes:
         sizes = tuple(out)
         self._sizes[id(it)] = (it, sizes, traced is not None)
         return sizes
+
+    def inherit(self, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        """After a converted call: each dynamic dim of an output whose size no converter recorded takes
+        the size of the arguments' dim at the same position from the right (broadcasting's alignment),
+        or else from the left, traced at the same value, when that is one size; so that elementwise ops and the like keep a
+        size's identity and bounds (``boxes[idx] * 2`` has ``idx``'s count, at most k). This is duck
+        sizing (see :meth:`itensor_sizes`) among one call's tensors."""
+        from torch.utils._pytree import tree_leaves
+
+        ctx = self.ctx
+        todo = []
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            entry = ctx.mapped(t)
+            if entry is None:
+                continue
+            it = entry[0]
+            hit = self._sizes.get(id(it))
+            if (hit is not None and hit[0] is it and hit[2]) or -1 not in tuple(it.shape):
+                continue
+            todo.append((t, it))
+        if not todo:
+            return
+        ins = []
+        for a in tree_leaves((args, kwargs)):
+            if isinstance(a, torch.Tensor) and ctx.is_traced(a):
+                sizes = self.sizes(a)
+                if sizes is not None:
+                    ins.append(sizes)
+        if not ins:
+            return
+        for t, it in todo:
+            dims = tuple(int(d) for d in it.shape)
+            if len(dims) != t.dim():
+                continue
+            new: list[Any] = []
+            for i, d in enumerate(dims):
+                if d >= 0:
+                    new.append(d)
+                    continue
+                v, j = int(t.shape[i]), len(dims) - i
+                cands = [s[len(s) - j] for s in ins if len(s) >= j and isinstance(s[len(s) - j], SymSize)
+                         and int.__int__(s[len(s) - j]) == v]
+                if not cands:  # e.g. boxes[..., 0] or stack(dim=-1): the same position from the left
+                    cands = [s[i] for s in ins if len(s) > i and isinstance(s[i], SymSize) and int.__int__(s[i]) == v]
+                if len({_key(c) for c in cands}) != 1:
+                    break
+                new.append(cands[0])
+            else:
+                self._sizes[id(it)] = (it, tuple(new), True)
 
     def read(self, name: str, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The result of a size read ``func(*args, **kwargs)`` (``name`` in :data:`READS`) with the
@@ -626,11 +847,12 @@ class SymbolicSizes:
             if isinstance(sizes[0], SymSize):
                 from .tracer import user_location
 
-                raise DynamicSizeGuardError(
+                message = (
                     f"len() of a tensor whose dim 0 is dynamic ({sizes[0].describe()}) at {user_location(2)}: Python "
                     "turns len()'s result into a plain int, which would bake the traced size "
                     f"{int.__int__(sizes[0])} into the engine; use x.size(0) or x.shape[0], which stay symbolic"
                 )
+                return _guard_problem(_tracer(), "len() of a dynamic dim", message, lambda: out)
             return sizes[0]
         if name in ("numel", "nelement"):
             n: Any = 1
@@ -643,7 +865,127 @@ class SymbolicSizes:
         return torch.Size(sizes)
 
 
+# ------------------------------------------------------------------------- data-dependent sizes
+def ensure(ctx: ConversionContext) -> SymbolicSizes:
+    """``ctx``'s symbolic sizes, made (and installed on the active tracer) when a static conversion
+    meets its first data-dependent size (a NonZero or NMS output): from then on, size reads of tensors
+    with ``-1`` dims give :class:`SymSize` like those of a dynamic-shape conversion."""
+    state = getattr(ctx, "_symbolic", None)
+    if state is None:
+        state = SymbolicSizes(ctx, {})
+        tracer = _tracer()
+        if tracer is not None and tracer.ctx is ctx:
+            state.install(tracer)
+    return state  # type: ignore[no-any-return]
+
+
+def data_dependent(ctx: ConversionContext, it: Any, traced: Sequence[int], what: str, hi: float = _INF) -> tuple[Any, ...]:
+    """Register the ``-1`` dims of network tensor ``it`` (the output of a data-dependent layer; ``traced``:
+    its traced torch sizes) as data-dependent sizes, in the spirit of ``torch.export``'s unbacked
+    symbols: each is a :class:`SymSize` in ``[0, hi]`` named after ``what``. Tensors computed from it
+    whose dims were traced at the same size (``boxes[keep]`` beside ``keep``) are taken for the same size
+    (duck sizing), unless a dynamic network input dim was traced at that size too (then the input's)."""
+    state = ensure(ctx)
+    out: list[Any] = []
+    for i, d in enumerate(int(v) for v in it.shape):
+        if d >= 0:
+            out.append(d)
+            continue
+        value = int(traced[i])
+        where = f"the data-dependent size {what}" + (f" (dim {i})" if len(traced) > 1 else "")
+        key: Any = ("dds", len(state._dds), id(it), i)
+        if value not in state._dds:
+            state._dds[value] = (key, 0, hi, where)
+        out.append(SymSize(value, _Dim(it, i, where, key), 0, hi))
+    sizes = tuple(out)
+    state._sizes[id(it)] = (it, sizes, True)
+    return sizes
+
+
+def known_sizes(ctx: ConversionContext, it: Any, sizes: Sequence[Any], traced: Sequence[int]) -> None:
+    """Record that network tensor ``it`` (a converter's output, traced at shape ``traced``) has
+    ``sizes``: expressions of its inputs' sizes (``torch.cat``: the sum along the axis; ``topk``: k), so
+    that a later read of its dynamic dims gives them, with their bounds, instead of a fresh size only
+    known to be >= 0. Nothing is recorded where an expression's traced value is not the traced size."""
+    state = getattr(ctx, "_symbolic", None)
+    dims = tuple(int(d) for d in it.shape)
+    if state is None or not len(dims) == len(sizes) == len(traced) or not any(isinstance(v, SymSize) for v in sizes):
+        return
+    out: list[Any] = []
+    for v, d, t in zip(sizes, dims, traced, strict=True):
+        if d >= 0:
+            out.append(d)
+        elif isinstance(v, SymSize) and int.__int__(v) == int(t):
+            out.append(v)
+        else:
+            return
+    state._sizes[id(it)] = (it, tuple(out), True)
+
+
+# ------------------------------------------------------------------------------- sizes from values
+_INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+
+
+def value_read(tracer: Any, name: str, out: Any, x: torch.Tensor) -> Any:
+    """A size read from the values of traced integer ``x`` (``int(x)``, ``x.item()``, ``x.tolist()``;
+    ``out``: the traced result), in the spirit of ``torch.export``'s unbacked symbols: a
+    :class:`SymSize` computed by the network, or None where it cannot be one (the caller refuses).
+
+    TensorRT computes sizes from shape tensors only, so the values must come from integer engine
+    inputs through shape-capable layers (``int(lengths.max())``): those inputs become *shape inputs*,
+    given on the host, whose value ranges the optimization profiles set (``torch2trt_lite.Input(...,
+    low=, high=)``). A size computed from a float input is refused when the engine is built
+    ("input shape tensors must have type INT32 or INT64").
+
+    Such a size is taken to be >= 0, as ``torch.export`` takes an unbacked ``.item()`` passed to
+    ``torch._check_is_size``: used as a slice bound, a negative value at run time gives an empty
+    slice, not Python's wrap-around. ``int(t.item())`` cannot stay symbolic (Python's ``int()`` of
+    an int subclass is a plain int): the read is then refused at the end of tracing
+    (:func:`check_value_reads`), never baked in silently."""
+    ctx = tracer.ctx
+    if ctx.network is None or x.dtype not in _INT_DTYPES:
+        return None
+    from .tracer import user_location
+
+    where = f"the value of a tensor computed from the inputs ({name} at {user_location(3)})"
+    it = ctx.itensor(x)
+    state = ensure(ctx)
+    if name == "tolist":
+        if x.dim() != 1 or x.numel() > 64:
+            return None
+        from torch2trt_lite.converters.impl import shape as S
+
+        values = []
+        for i, v in enumerate(out):
+            elem = S.slice_(ctx, it, 0, i, i + 1)
+            values.append(SymSize(int(v), _Value(elem, 0, f"{where}[{i}]", ("value", id(elem))), 0, _INF))
+        state._values += [(v, where) for v in values]
+        return values
+    if x.numel() != 1:
+        return None
+    size = SymSize(int(out), _Value(it, 0, where, ("value", id(it))), 0, _INF)
+    state._values.append((size, where))
+    return size
+
+
+def check_value_reads(ctx: ConversionContext) -> None:
+    """Refuse the conversion when a size read from values (:func:`value_read`) never reached the
+    network: the model turned it into a plain number (``int(n)``, ``float(n)``, a Python
+    computation), which would freeze the traced value into the engine."""
+    state = getattr(ctx, "_symbolic", None)
+    if state is None:
+        return
+    for size, where in state._values:
+        if id(size) not in state._used:
+            raise ConversionError(
+                f"{where} was read as a Python number (traced as {int.__int__(size)}) but the network never "
+                "used it as a size: the model turned it into a plain int or float (e.g. int(t.item())), which "
+                "would freeze the traced value into the engine. Use it directly where torch takes a size "
+                "(torch.arange(n), x[:, :n], x.view(n, -1)), where it stays symbolic"
+            )
+
+
 __all__ = [
-    "READS", "DynamicSizeGuardError", "arange", "dim_of", "SymSize", "SymbolicSizes", "dynamic", "filled_value", "has_sym", "is_sym", "mark_filled", "network_sizes", "refuse",
+    "READS", "DynamicSizeGuardError", "arange", "data_dependent", "dim_of", "ensure", "known_sizes", "SymSize", "SymbolicSizes", "dynamic", "value_read", "check_value_reads", "filled_value", "has_sym", "is_sym", "mark_filled", "network_sizes", "refuse",
     "scalar", "shape_tensor", "sizes_of", "sym_max", "sym_min", "to_itensor",
 ]

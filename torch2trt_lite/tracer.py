@@ -15,6 +15,11 @@ of such an attribute; the strict guard converts those calls instead.
 * The strict guard: a ``TorchFunctionMode`` sees every torch call; one that touches a traced
   tensor without being converted raises :class:`UnsupportedOperatorError` naming the op, the
   module path and the user's ``file:line`` (or, in ``check`` mode, is recorded).
+* In-place writes into views (``buf[i, :h].copy_(img)``, ``v += y``, ``v.fill_(0)`` on a view of a
+  fresh or traced tensor): the base tensor follows, as a slice update of its network tensor
+  (``ConversionContext.begin_view_write`` / ``end_view_write``). Only in-place calls on a view
+  (``t._base``) pay for it; a dynamic-shape conversion also records how each view was indexed
+  (``record_view``), since the traced strides hold only at the traced sizes.
 """
 
 from __future__ import annotations
@@ -198,6 +203,7 @@ class Unsupported:
 
 # Calls that read a tensor's values into Python (by name for the guard; patched for converters: _value_read)
 _VALUE_READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy", "__array__"})
+_SIZE_VALUE_READS = frozenset({"item", "tolist", "__int__", "__index__"})  # of integers: sizes (symbolic.value_read)
 
 
 class _Guard(TorchFunctionMode):
@@ -226,6 +232,14 @@ class _Guard(TorchFunctionMode):
             # NOTE: a reference to the original taken before patching (``self.act = F.relu``)
             # reaches us here instead of through the patched attribute: convert it all the same.
             return _convert(tracer, record, getattr(func, "__torch2trt_lite_original__", func), args, kwargs)
+        if name in _SIZE_VALUE_READS and args and isinstance(args[0], torch.Tensor):
+            # NOTE: an integer read as a Python number (``int(lengths.max())``) becomes a size that the
+            # network computes (torch2trt_lite.symbolic.value_read); other value reads are refused below
+            from .symbolic import value_read
+
+            got = value_read(tracer, name, func(*args, **kwargs), args[0])
+            if got is not None:
+                return got
         qual = _func_qualname(func)
         reason = "no converter is registered for this call on a traced tensor"
         if name in _VALUE_READS:
@@ -273,6 +287,8 @@ class Tracer:
 
     # Dynamic shapes: the conversion's symbolic sizes (torch2trt_lite.symbolic), set by its install()
     symbolic: SymbolicSizes | None = None
+    # the result of the last python_result converter, taken by _convert (see registry.converter)
+    python_result: Any = None
 
     def __init__(
         self,
@@ -522,7 +538,14 @@ class Tracer:
                 f"({user_location(2)}) raised {type(e).__name__}: {e}"
             ) from e
         ctx.name_layers(before, self.module_path, record.qualname)
+        if record.python_result:
+            self.python_result = result
+            return
         ctx.bind_outputs(call, result)
+        if self.symbolic is not None:  # dynamic dims of the outputs keep their arguments' sizes
+            self.symbolic.inherit(args, kwargs, out)
+        if self.symbolic is not None and isinstance(out, torch.Tensor) and out._base is not None:
+            ctx.record_view(out, record.qualname, args, kwargs)  # dynamic shapes: writes follow the index
         if self.precision is not None:
             ctx.conform_dtypes(out, self.module_path, record.qualname)
 
@@ -592,6 +615,9 @@ def _dispatch(record: ConverterRecord, original: Any, args: tuple[Any, ...], kwa
     return _convert(tracer, record, original, args, kwargs)
 
 
+_NO_RESULT = object()  # Tracer.python_result when no python_result converter has run
+
+
 def _convert(
     tracer: Tracer, record: ConverterRecord, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
@@ -607,20 +633,28 @@ def _convert(
                                            args, kwargs)
             if swap is not None:
                 swap.__enter__()
-        before = ctx.versions(args, kwargs)
         snap = None
-        if (
-            args and isinstance(args[0], torch.Tensor) and ctx.network is not None
-            and _is_inplace(record.qualname) and not ctx.is_traced(args[0])
-        ):
-            # NOTE: an in-place op on an untraced tensor (``buf.add_(x)``): its converter must read
-            # the value from before the op, which running the original first would overwrite.
-            snap = args[0].detach().clone()
+        write = None
+        if args and isinstance(args[0], torch.Tensor) and _is_inplace(record.qualname):
+            if args[0]._base is not None and record.qualname.rsplit(".", 1)[-1] not in _RESHAPES_IN_PLACE:
+                # NOTE: a write into a view (``buf[i, :h].copy_(img)``, ``v += y``): the base follows
+                write = ctx.begin_view_write(args[0])
+            if write is None and ctx.network is not None and not ctx.is_traced(args[0]):
+                # NOTE: an in-place op on an untraced tensor (``buf.add_(x)``): its converter must read
+                # the value from before the op, which running the original first would overwrite.
+                snap = args[0].detach().clone()
+        before = ctx.versions(args, kwargs)
         out = original(*args, **kwargs)
         ctx.refresh_versions(before)  # in-place ops: the converter reads the inputs as they were
         if snap is not None:
             ctx.set_lazy(args[0], functools.partial(ctx.constant, snap))
+        if record.python_result:
+            tracer.python_result = _NO_RESULT
         tracer.convert_call(record, args, kwargs, out)
+        if record.python_result and tracer.python_result is not _NO_RESULT:
+            out, tracer.python_result = tracer.python_result, None
+        if write is not None:
+            ctx.end_view_write(write)
     finally:
         if swap is not None:
             swap.__exit__(None, None, None)
@@ -635,6 +669,13 @@ _INPLACE_DUNDERS = frozenset(
         "__iadd__", "__isub__", "__imul__", "__itruediv__", "__idiv__", "__ifloordiv__", "__imod__", "__ipow__",
         "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__", "__setitem__",
     }
+)
+
+
+# In-place methods that change a tensor's metadata, not its values (no write into a view's base)
+_RESHAPES_IN_PLACE = frozenset(
+    {"squeeze_", "unsqueeze_", "transpose_", "t_", "swapaxes_", "swapdims_", "requires_grad_", "detach_",
+     "as_strided_", "resize_", "resize_as_"}
 )
 
 

@@ -90,13 +90,14 @@ def _wrap_index(ctx: ConversionContext, idx: Any, size: int) -> Any:
     """An INT64 network tensor of ``idx`` with negative entries wrapped (``i + size`` when ``i < 0``)."""
     if isinstance(idx, torch.Tensor) and not ctx.is_traced(idx):
         t = idx.to(torch.int64)
-        if Y.is_sym(size):  # a dynamic dim: negative indices would need its size
-            if bool((t < 0).any()):
-                Y.refuse("indexing with negative indices", [size], "they wrap around a dynamic dim")
-            return ctx.constant(t)
-        if bool((t >= size).any()) or bool((t < -size).any()):
+        if Y.is_sym(size):  # a dynamic dim: negative indices wrap by its size, computed in the network
+            if not bool((t < 0).any()):
+                return ctx.constant(t)
+            idx = ctx.constant(t)
+        elif bool((t >= size).any()) or bool((t < -size).any()):
             raise ConversionError(f"index out of range for a dim of size {size}")
-        return ctx.constant(torch.where(t < 0, t + size, t))
+        else:
+            return ctx.constant(torch.where(t < 0, t + size, t))
     it = ctx.cast(ctx.itensor(idx) if not E.is_itensor(idx) else idx, torch.int64)
     zero = E.scalar(ctx, 0, torch.int64)
     neg = E.ew(ctx, it, zero, "LESS")
@@ -198,19 +199,27 @@ def _slice_dynamic(ctx: ConversionContext, it: Any, sizes: Sequence[Any], items:
     return layer.get_output(0), spec
 
 
-def _getitem_dynamic(ctx: ConversionContext, x: torch.Tensor, it: Any, items: list[Item]) -> Any:
-    sizes = Y.sizes_of(ctx, x)
+def _getitem_dynamic(ctx: ConversionContext, x: torch.Tensor, it: Any, items: list[Item],
+                     traced_out: Sequence[int] | None = None) -> Any:
+    sizes: Sequence[Any] = Y.sizes_of(ctx, x)
+    adv = [(d, item.value) for d, item in enumerate(i for i in items if i.kind != "none") if item.kind == "adv"]
+    if adv and any(i.kind in ("int", "none") for i in items):
+        it, sizes, items = _ints_as_indices(ctx, it, sizes, items)
     sliced, spec = _slice_dynamic(ctx, it, sizes, items)
     adv = [(d, item.value) for d, item in enumerate(i for i in items if i.kind != "none") if item.kind == "adv"]
     if not adv:
         return S.reshape_spec(ctx, sliced, spec)
-    if any(i.kind in ("int", "none") for i in items):
-        Y.refuse("indexing with index tensors beside ints or None", [s for s in sizes if Y.is_sym(s)],
-                 "on a tensor with dynamic dims")
     dims = [d for d, _ in adv]
     idxs, _ = broadcast_indices(ctx, [v for _, v in adv], [sizes[d] for d in dims])
     if len(adv) == 1:
-        return ctx.network.add_gather(sliced, idxs[0], dims[0]).get_output(0)
+        out = ctx.network.add_gather(sliced, idxs[0], dims[0]).get_output(0)
+        index = adv[0][1]
+        if traced_out is not None and isinstance(index, torch.Tensor) and ctx.is_traced(index):
+            # the index's sizes (with their bounds) along the gathered dim; the others' as sliced
+            kept = list(Y.network_sizes(ctx, sliced))
+            kept = [traced_out[i] if i < len(traced_out) and not Y.is_sym(v) else v for i, v in enumerate(kept)]
+            Y.known_sizes(ctx, out, kept[:dims[0]] + list(Y.sizes_of(ctx, index)) + kept[dims[0] + 1:], traced_out)
+        return out
     n = len(sizes)
     rest = [d for d in range(n) if d not in dims]
     out = S.permute(ctx, sliced, dims + rest)
@@ -225,6 +234,29 @@ def _getitem_dynamic(ctx: ConversionContext, x: torch.Tensor, it: Any, items: li
         r = len(tuple(out.shape))
         out = S.permute(ctx, out, list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, r)))
     return out
+
+
+def _ints_as_indices(ctx: ConversionContext, it: Any, sizes: Sequence[Any],
+                     items: list[Item]) -> tuple[Any, list[Any], list[Item]]:
+    """Index tensors beside ints or None, made index tensors beside slices only (torch's own rules):
+    an int there is an advanced index (a 0-D index tensor, broadcast with the others), and a None
+    is a new size-1 dim (an unsqueeze, then a full slice). The dynamic sizes stay symbolic."""
+    out: list[Item] = []
+    new_sizes = list(sizes)
+    pos = 0
+    for item in items:
+        if item.kind == "none":
+            it = S.unsqueeze(ctx, it, pos)
+            new_sizes.insert(pos, 1)
+            out.append(Item("slice", slice(None)))
+        elif item.kind == "int":
+            if Y.is_sym(item.value):
+                Y.refuse("indexing with index tensors beside a dynamic int", [item.value])
+            out.append(Item("adv", torch.tensor(int(item.value), dtype=torch.int64)))
+        else:
+            out.append(item)
+        pos += 1
+    return it, new_sizes, out
 
 
 def _broadcast_dynamic(ctx: ConversionContext, idxs: Sequence[Any], sizes: Sequence[int]) -> tuple[list[Any], tuple]:
@@ -244,15 +276,38 @@ def _broadcast_dynamic(ctx: ConversionContext, idxs: Sequence[Any], sizes: Seque
     return out, tuple(target)
 
 
+def _mask_indices(ctx: ConversionContext, index: Any) -> Any:
+    """``index`` with each traced boolean mask replaced by the index tensors it stands for (its NonZero
+    rows: a data-dependent size, see :mod:`converters.datadep`)."""
+    parts = index if isinstance(index, tuple) else (index,)
+    if not any(isinstance(v, torch.Tensor) and v.dtype in (torch.bool, torch.uint8) and ctx.is_traced(v)
+               for v in parts):
+        return index
+    from .datadep import mask_index
+
+    out: list[Any] = []
+    for v in parts:
+        if isinstance(v, torch.Tensor) and v.dtype in (torch.bool, torch.uint8) and ctx.is_traced(v):
+            if v.dim() == 0:
+                raise ConverterRefusal("indexing with a traced 0-D boolean mask (x[cond]) keeps or drops the "
+                                       "whole tensor on a value; use torch.where")
+            out.extend(mask_index(ctx, v if v.dtype == torch.bool else v.bool()))
+        else:
+            out.append(v)
+    return tuple(out)
+
+
 def getitem(ctx: ConversionContext, x: torch.Tensor, index: Any, out_shape: Sequence[int], it: Any = None) -> Any:
     """``x[index]`` as a network tensor (of ``it`` when given: x's network tensor at another version)."""
+    index = _mask_indices(ctx, index)
     items = normalize(x, index, ctx.is_traced)
     it = ctx.itensor(x) if it is None else it
     if Y.dynamic(ctx) and (-1 in tuple(it.shape) or any(
         Y.has_sym([i.value.start, i.value.stop, i.value.step] if i.kind == "slice" else i.value)
         for i in items if i.kind in ("slice", "int")
-    )):
-        return _getitem_dynamic(ctx, x, it, items)
+    ) or any(i.kind == "adv" and ctx.is_traced(i.value) and -1 in tuple(ctx.itensor(i.value).shape)
+             for i in items)):
+        return _getitem_dynamic(ctx, x, it, items, tuple(out_shape))
     shape = tuple(x.shape)
     it = _basic_slice(ctx, it, shape, items)
     adv = [(d, item.value) for d, item in enumerate(i for i in items if i.kind != "none") if item.kind == "adv"]
@@ -288,25 +343,37 @@ def setitem(ctx: ConversionContext, x: torch.Tensor, base: Any, index: Any, valu
     dtype = x.dtype
     real = [i for i in items if i.kind != "none"]
     real += [Item("slice", slice(None))] * (n - len(real))
+    if Y.dynamic(ctx) and (-1 in tuple(base.shape) or any(
+        Y.has_sym(i.value) for i in real if i.kind in ("slice", "int")
+    )):
+        sizes = _sizes_of_base(ctx, x, base)
+        if any(i.kind == "adv" for i in real):
+            return _set_advanced(ctx, base, shape, items, real, value, dtype, sizes)
+        if any(Y.has_sym(i.value) or (Y.is_sym(sizes[d]) and not (i.kind == "slice" and i.value == slice(None)))
+               for d, i in enumerate(real)):
+            return _set_box_dynamic(ctx, base, sizes, items, real, value, dtype)
+        return _set_box(ctx, base, shape, real, value, dtype, _dynamic_region(ctx, base, items, shape))
     # the region's shape as x[index] shows it, to broadcast the value the way torch does
     region_shape: tuple[Any, ...] = tuple(x[index].shape)
-    if Y.dynamic(ctx) and -1 in tuple(base.shape):
-        region_shape = _dynamic_region(ctx, x, base, items, real, shape)
     if all(i.kind in ("slice", "int") for i in real):
         return _set_box(ctx, base, shape, real, value, dtype, region_shape)
     return _set_advanced(ctx, base, shape, items, real, value, dtype)
 
 
-def _dynamic_region(ctx: ConversionContext, x: torch.Tensor, base: Any, items: list[Item], real: list[Item],
-                    shape: tuple) -> tuple[Any, ...]:
-    """``x[index]``'s shape with the dynamic dims of ``base`` symbolic; the index may restrict only
-    static dims (a box on a dynamic dim would need its size)."""
-    dyn = [d for d, s in enumerate(tuple(base.shape)) if s < 0]
-    for d in dyn:
-        item = real[d]
-        if item.kind != "slice" or item.value != slice(None):
-            Y.refuse("torch.Tensor.__setitem__", [Y.network_sizes(ctx, base)[d]],
-                     "an assignment may index only static dims of a tensor with dynamic dims")
+def _sizes_of_base(ctx: ConversionContext, x: torch.Tensor, base: Any) -> tuple[Any, ...]:
+    """The sizes of ``base`` (x's network tensor before an assignment) with their traced values (x's
+    sizes), so dynamic dims take the ranges of the inputs they were traced beside (duck sizing)."""
+    state = getattr(ctx, "_symbolic", None)
+    if state is not None and len(tuple(base.shape)) == x.dim():
+        sizes = state.itensor_sizes(base, tuple(x.shape))
+        if sizes is not None:
+            return tuple(sizes)
+    return Y.network_sizes(ctx, base)
+
+
+def _dynamic_region(ctx: ConversionContext, base: Any, items: list[Item], shape: tuple) -> tuple[Any, ...]:
+    """``x[index]``'s shape with the dynamic dims of ``base`` symbolic, for an index that restricts only
+    static dims with static bounds (the others take :func:`_set_box_dynamic`)."""
     sizes = Y.network_sizes(ctx, base)
     out: list[Any] = []
     d = 0
@@ -315,13 +382,112 @@ def _dynamic_region(ctx: ConversionContext, x: torch.Tensor, base: Any, items: l
             out.append(1)
             continue
         if item.kind == "slice":
-            out.append(sizes[d] if d in dyn else len(range(*item.value.indices(shape[d]))))
-        elif item.kind == "adv":
-            Y.refuse("torch.Tensor.__setitem__", [s for s in sizes if Y.is_sym(s)],
-                     "an assignment with index tensors into a tensor with dynamic dims")
+            out.append(sizes[d] if Y.is_sym(sizes[d]) else len(range(*item.value.indices(shape[d]))))
         d += 1
     out += list(sizes[d:])
     return tuple(out)
+
+
+def _same_size(a: Any, b: Any) -> bool:
+    """Are ``a`` and ``b`` (ints or dynamic sizes) the same size for every input shape?"""
+    if Y.is_sym(a) or Y.is_sym(b):
+        return Y.is_sym(a) and Y.is_sym(b) and Y._key(a) == Y._key(b)
+    return bool(a == b)
+
+
+def _set_box_dynamic(
+    ctx: ConversionContext, base: Any, sizes: Sequence[Any], items: list[Item], real: list[Item], value: Any,
+    dtype: torch.dtype,
+) -> Any:
+    """``x[index] = value`` for a box of unit-step slices and ints whose bounds or dims are dynamic
+    (``shifted[:, 1:] = ids[:, :-1]`` on a dynamic sequence dim): the box is pasted in with slices of
+    the base around it and concatenations, one restricted dim at a time, all sized by shape tensors."""
+    n = len(sizes)
+    box: list[tuple[int, Any, Any]] = []  # (dim, start, stop) of each restricted dim
+    lens: list[Any] = []
+    for d, item in enumerate(real):
+        if item.kind == "slice":
+            sl = item.value
+            step = 1 if sl.step is None else sl.step
+            if Y.is_sym(step) or int(step) != 1:
+                if Y.is_sym(step) or int(step) <= 0:
+                    raise ConverterRefusal(f"slice step must be a static positive int, got {step}")
+                Y.refuse("torch.Tensor.__setitem__", [v for v in (sizes[d], sl.start, sl.stop) if Y.is_sym(v)]
+                         or [s for s in sizes if Y.is_sym(s)],
+                         f"an assignment with step {step} along a dim whose size or bounds are dynamic")
+            b = S._clamp_bound(sl.start, sizes[d], 0)
+            e = Y.sym_max(b, S._clamp_bound(sl.stop, sizes[d], sizes[d]))
+        else:
+            b = item.value
+            if not Y.is_sym(b):
+                if Y.is_sym(sizes[d]) and b < 0:
+                    b = sizes[d] + b
+                elif not Y.is_sym(sizes[d]) and not -sizes[d] <= b < sizes[d]:
+                    raise ConversionError(f"index {b} is out of bounds for a dim of size {sizes[d]}")
+                elif b < 0:
+                    b = b + sizes[d]
+            elif not b._lo >= 0:
+                Y.refuse("torch.Tensor.__setitem__", [b], "an index that may be negative wraps around the dim")
+            e = b + 1
+        length = e - b
+        lens.append(length)
+        if not (not Y.is_sym(b) and b == 0 and _same_size(e, sizes[d])):
+            box.append((d, b, e))
+    if any(not Y.is_sym(v) and v == 0 for v in lens):
+        return ctx.network.add_identity(base).get_output(0)
+    # the region's shape as x[index] shows it (ints dropped, None a 1), to broadcast the value as torch does
+    region: list[Any] = []
+    d = 0
+    for item in items:
+        if item.kind == "none":
+            region.append(1)
+            continue
+        if item.kind == "slice":
+            region.append(lens[d])
+        d += 1
+    region += lens[d:]
+    val = S.expand(ctx, _value_it(ctx, value, dtype), region)
+    if len(region) != n or any(i.kind != "slice" for i in items):
+        val = S.reshape(ctx, val, lens)
+    if not box:
+        return ctx.network.add_identity(val).get_output(0)
+    return _paste(ctx, base, sizes, box, val)
+
+
+def _paste(ctx: ConversionContext, it: Any, sizes: Sequence[Any], box: Sequence[tuple[int, Any, Any]], val: Any) -> Any:
+    """``it`` (of ``sizes``) with ``val`` in place of the box ``box`` (restricted dims' ``(dim, start,
+    stop)``, clamped: ``0 <= start <= stop <= size``)."""
+    if not box:
+        return val
+    (d, b, e), rest = box[0], box[1:]
+    parts = []
+    if Y.is_sym(b) or b != 0:
+        parts.append(_slab(ctx, it, sizes, d, 0, b))
+    if rest:
+        inner = list(sizes)
+        inner[d] = e - b
+        parts.append(_paste(ctx, _slab(ctx, it, sizes, d, b, e - b), inner, rest, val))
+    else:
+        parts.append(val)
+    if not _same_size(e, sizes[d]):
+        parts.append(_slab(ctx, it, sizes, d, e, sizes[d] - e))
+    return S.concat(ctx, parts, d)
+
+
+def _slab(ctx: ConversionContext, it: Any, sizes: Sequence[Any], d: int, start: Any, length: Any) -> Any:
+    """``it[..., start:start + length, ...]`` along ``d`` (in range), sizes as shape tensors where dynamic."""
+    n = len(sizes)
+    starts: list[Any] = [0] * n
+    starts[d] = start
+    lens = list(sizes)
+    lens[d] = length
+    layer = ctx.network.add_slice(it, tuple(0 if Y.is_sym(v) else int(v) for v in starts),
+                                  tuple(1 if Y.is_sym(v) else int(v) for v in lens), (1,) * n)
+    if Y.has_sym(starts):
+        layer.set_input(1, Y.shape_tensor(ctx, starts))
+    if Y.has_sym(lens):
+        layer.set_input(2, Y.shape_tensor(ctx, lens))
+    return layer.get_output(0)
 
 
 def _value_it(ctx: ConversionContext, value: Any, dtype: torch.dtype) -> Any:
@@ -388,16 +554,18 @@ def _set_box(
 
 def _set_advanced(
     ctx: ConversionContext, base: Any, shape: tuple, items: list[Item], real: list[Item], value: Any,
-    dtype: torch.dtype,
+    dtype: torch.dtype, sizes: Sequence[Any] | None = None,
 ) -> Any:
-    """Integer index tensors (with full slices elsewhere): ND scatter with the advanced dims in front."""
+    """Integer index tensors (with full slices elsewhere): ND scatter with the advanced dims in front.
+    ``sizes``: the base's sizes with its dynamic dims symbolic (a dynamic-shape conversion)."""
     n = len(shape)
+    dims: Sequence[Any] = shape if sizes is None else sizes
     if any(i.kind == "slice" and i.value != slice(None) for i in real) or any(i.kind == "none" for i in items):
         raise ConversionError("assignment mixing index tensors with partial slices or None is not supported")
     adv_dims = [d for d, i in enumerate(real) if i.kind == "adv"]
     cdims = [d for d, i in enumerate(real) if i.kind in ("adv", "int")]  # dims given coordinates
     cvals = [real[d].value if real[d].kind == "adv" else torch.tensor(real[d].value) for d in cdims]
-    idxs, bshape = broadcast_indices(ctx, cvals, [shape[d] for d in cdims])
+    idxs, bshape = broadcast_indices(ctx, cvals, [dims[d] for d in cdims])
     rest = [d for d in range(n) if d not in cdims]
     perm = cdims + rest
     data = S.permute(ctx, base, perm)
@@ -406,7 +574,7 @@ def _set_advanced(
     # torch's x[idx] layout: the block at the first index tensor when they are adjacent, else in front
     nb = len(bshape)
     p = sum(1 for d in rest if d < adv_dims[0]) if _adjacent(real) else 0
-    getitem_shape = tuple(shape[d] for d in rest[:p]) + bshape + tuple(shape[d] for d in rest[p:])
+    getitem_shape = tuple(dims[d] for d in rest[:p]) + tuple(bshape) + tuple(dims[d] for d in rest[p:])
     val = _value_it(ctx, value, dtype)
     val = S.expand(ctx, val, getitem_shape) if tuple(val.shape) != getitem_shape else val
     if p:

@@ -252,15 +252,18 @@ def rois_from_boxes(ctx: Any, boxes: list[torch.Tensor] | tuple[torch.Tensor, ..
         dtype = boxes[0].dtype if boxes else torch.float32
         idx = [torch.full((b.shape[0], 1), float(i), dtype=dtype, device=b.device) for i, b in enumerate(boxes)]
         return ctx.itensor(torch.cat([torch.cat([i, b], 1) for i, b in zip(idx, boxes, strict=True)], 0))
+    from torch2trt_lite import symbolic as Y
+    from torch2trt_lite.converters.impl import shape as S
+
     parts = []
     for i, b in enumerate(boxes):
         it = ctx.itensor(b)
-        if it.shape[0] < 0:
-            raise ConversionError(
-                "roi_align with a list of boxes needs a static box count per image; pass one [K, 5] rois "
-                "tensor (batch index, x1, y1, x2, y2) for dynamic box counts"
-            )
-        col = ctx.constant(torch.full((int(it.shape[0]), 1), float(i), dtype=b.dtype))
+        if it.shape[0] < 0:  # a dynamic or data-dependent box count (detectors' proposals): a broadcast index
+            if not Y.dynamic(ctx):
+                raise ConversionError("roi_align: a box count of -1 outside a dynamic-shape conversion")
+            col = S.expand(ctx, ctx.constant(torch.full((1, 1), float(i), dtype=b.dtype)), [Y.sizes_of(ctx, b)[0], 1])
+        else:
+            col = ctx.constant(torch.full((int(it.shape[0]), 1), float(i), dtype=b.dtype))
         cat = ctx.network.add_concatenation([col, it])
         cat.axis = 1
         parts.append(cat.get_output(0))
@@ -331,6 +334,10 @@ PLUGIN = declare_plugin(
 
 
 def _column(ctx: Any, rois: Any, k: int, col: int) -> Any:
+    if k < 0:  # a dynamic box count
+        from torch2trt_lite.converters.impl import shape as S
+
+        return ctx.cast(S.slice_(ctx, rois, 1, col, col + 1), torch.float32)
     layer = ctx.network.add_slice(rois, (0, col), (k, 1), (1, 1))
     return ctx.cast(layer.get_output(0), torch.float32)
 
@@ -372,7 +379,7 @@ def convert_multiscale(ctx: Any, call: Any) -> Any:
     t = ew(ctx, ew(ctx, t, scalar(ctx, float(mapper.k_min), f32), "MAX"), scalar(ctx, float(mapper.k_max), f32), "MIN")
     level = ew(ctx, t, scalar(ctx, float(mapper.k_min), f32), "SUB")
     shuffle = ctx.network.add_shuffle(level)
-    shuffle.reshape_dims = (k, 1, 1, 1)
+    shuffle.reshape_dims = (k if k >= 0 else -1, 1, 1, 1)
     level = shuffle.get_output(0)
     out = pooled[-1]
     for lvl in range(len(pooled) - 2, -1, -1):

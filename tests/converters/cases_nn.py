@@ -175,6 +175,8 @@ POOL = [
     Case("max_pool1d_dilated", lambda x: F.max_pool1d(x, 2, stride=1, padding=1, dilation=3), lambda: [randn(2, 3, 9)]),
     Case("max_pool3d_dilated_module", lambda: nn.MaxPool3d(2, stride=1, dilation=2), lambda: [randn(1, 2, 4, 5, 5)],
          is_module=True),
+    Case("max_pool2d_dilated_unbatched", lambda x: F.max_pool2d(x, 2, stride=1, padding=1, dilation=2),
+         lambda: [randn(3, 6, 5)]),
     Case("max_pool2d_module", lambda: nn.MaxPool2d((3, 2), stride=(2, 1), padding=(1, 0)),
          lambda: [randn(2, 3, 7, 6)], is_module=True),
     Case("max_pool2d_unbatched", lambda x: F.max_pool2d(x, 2), lambda: [randn(3, 6, 6)]),

@@ -183,6 +183,16 @@ CASES = [
     Case("diag_2d_k", lambda x: torch.diag(x, 2), x2),
     Case("diagonal", lambda x: torch.diagonal(x), x2, targets=["torch.diagonal"]),
     Case("diagonal_dims", lambda x: x.diagonal(1, 0, 2), x3, targets=[T + "diagonal"]),
+    # dynamic-batch regressions (tests/converters/test_dynamic_harness.py varies dim 0): the mask, the
+    # diagonal's indices and the pieces follow the runtime size instead of the traced one
+    Case("diag_1d_k_pos", lambda x: x.diag(2), lambda: [randn(3)]),
+    Case("diagonal_batched", lambda x: x.diagonal(-1, 1, 2) * 2, x3),
+    Case("triu_rows_dim0_k", lambda x: x.triu(2) + x.tril(-3), lambda: [randn(6, 4)]),
+    Case("tensor_split_dim0", lambda x: [p * (k + 1) for k, p in enumerate(torch.tensor_split(x, 3))],
+         lambda: [randn(5, 4)]),
+    Case("tensor_split_dim0_idx", lambda x: [p.sum(0) for p in x.tensor_split([1, -1])], lambda: [randn(5, 4)]),
+    Case("chunk_static_dim_of_batch", lambda x: [p.sum(-1) for p in x.chunk(3, dim=2)], lambda: [randn(3, 2, 7)]),
+    Case("repeat_interleave_dim0", lambda x: x.repeat_interleave(2, dim=0) + 1, x3),
     # ------------------------------------------------------ a torchvision-style head
     Case("resnet_head", lambda x: torch.flatten(x.mean((2, 3), keepdim=True), 1), x4),
 ]

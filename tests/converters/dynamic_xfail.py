@@ -11,86 +11,18 @@ DYNAMIC_XFAIL: dict[str, str] = {'channel_shuffle_fn': "RuntimeExecutionError: e
                            "input volume 24 (shape (2, 4, 3)); layer 'ChannelShuffle' failed: reshape ",
  'channel_shuffle_torch': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'channel_shuffle' failed: reshape to (1, 2, 2, 3) (12 elements) does not match the "
                           "input volume 24 (shape (2, 4, 3)); layer 'channel_shuffle' failed: reshap",
- 'conv_transpose1d': "ConversionError: converting torch.conv_transpose1d at module '<model>' failed: output_padding larger than padding needs static shapes (the network has dynamic input dims [(-1, "
-                     '4, 7)], -1 = dynamic; the model was traced at [(2, 4, 7)]. Sizes',
- 'conv_transpose2d_out_pad_gt_pad': "ConversionError: converting torch.conv_transpose2d at module '<model>' failed: output_padding larger than padding needs static shapes (the network has dynamic "
-                                    'input dims [(-1, 4, 4, 4)], -1 = dynamic; the model was traced at [(1, 4, 4, 4)].',
- 'fold_uncovered_edge': "ConversionError: converting torch.nn.functional.fold at module '<model>' failed: output_padding larger than padding needs static shapes (the network has dynamic input dims "
-                        '[(-1, 8, 4)], -1 = dynamic; the model was traced at [(1, 8, 4)]. Siz',
- 'getitem_const_table_traced_index': "ConversionError: converting torch.Tensor.__mul__ at module '<model>' failed: (Unnamed Layer* 51) [ElementWise]: invalid configuration: Attempting to broadcast a "
-                                     'dimension of length 24 at -2! Mismatching argument at index 1 had torch.Size([2',
- 'getitem_int_adjacent': "UnsupportedOperatorError: unsupported operator torch.Tensor.__getitem__ at module '<model>': indexing with index tensors beside ints or None cannot take a dynamic size "
-                         '(input_0.size(0)): on a tensor with dynamic dims; convert with a static ',
- 'getitem_int_between': "UnsupportedOperatorError: unsupported operator torch.Tensor.__getitem__ at module '<model>': indexing with index tensors beside ints or None cannot take a dynamic size "
-                        '(input_0.size(0)): on a tensor with dynamic dims; convert with a static ',
- 'getitem_none_between': "UnsupportedOperatorError: unsupported operator torch.Tensor.__getitem__ at module '<model>': indexing with index tensors beside ints or None cannot take a dynamic size "
-                         '(input_0.size(0)): on a tensor with dynamic dims; convert with a static ',
- 'getitem_slice': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): output 'output_0' computes shape (0, 5, 6), the engine declares (2, 5, 6): the plan is corrupt or "
-                  "inconsistent; output 'output_0' computes shape (0, 5, 6), the en",
- 'index_select': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'index_select_2' failed: reshape to (4, 3, 6) (72 elements) does not match the input volume 18 "
-                 "(shape (1, 3, 6)); layer 'index_select_2' failed: reshape to ",
- 'index_select_traced': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'index_select_8' failed: reshape to (4, 5, 4) (80 elements) does not match the input "
-                        "volume 20 (shape (1, 5, 4)); layer 'index_select_8' failed: reshape to ",
- 'local_response_norm_5d': "ConversionError: converting torch.nn.functional.local_response_norm at module '<model>' failed: (Unnamed Layer* 1) [Shuffle]: reshape_dims (-1, 1, 4, -1) may contain at "
-                           'most one -1 (the network has dynamic input dims [(-1, 4, 2, 3, 3)], -1 ',
- 'local_response_norm_even_size': "ConversionError: converting torch.nn.functional.local_response_norm at module '<model>' failed: (Unnamed Layer* 1) [Shuffle]: reshape_dims (-1, 1, 6, -1) may "
-                                  'contain at most one -1 (the network has dynamic input dims [(-1, 6, 3, 3)], -1 = d',
- 'masked_scatter': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'masked_scatter': slice on axis 0 reads coordinates 0..4, outside [0, 1) (mode STRICT_BOUNDS); "
-                   "layer 'masked_scatter': slice on axis 0 reads coordinates 0..",
- 'masked_scatter_inplace': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'masked_scatter': slice on axis 0 reads coordinates 0..4, outside [0, 1) (mode "
-                           "STRICT_BOUNDS); layer 'masked_scatter': slice on axis 0 reads coordinates 0..",
- 'masked_scatter_method': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'masked_scatter_14': slice on axis 0 reads coordinates 0..4, outside [0, 1) (mode "
-                          "STRICT_BOUNDS); layer 'masked_scatter_14': slice on axis 0 reads coordinat",
- 'max_pool1d_dilated': "ConversionError: converting torch.nn.functional.max_pool1d at module '<model>' failed: (Unnamed Layer* 1) [Slice]: slice size (-1, 3, 8) has a negative dimension (the network "
-                       'has dynamic input dims [(-1, 3, 9)], -1 = dynamic; the model was ',
- 'max_pool2d_dilated': "ConversionError: converting torch.nn.functional.max_pool2d at module '<model>' failed: (Unnamed Layer* 1) [Slice]: slice size (-1, 3, 4, 3) has a negative dimension (the "
-                       'network has dynamic input dims [(-1, 3, 9, 8)], -1 = dynamic; the mode',
- 'max_pool2d_dilated_ceil': "ConversionError: converting torch.nn.functional.max_pool2d at module '<model>' failed: (Unnamed Layer* 1) [Slice]: slice size (-1, 2, 4, 3) has a negative dimension (the "
-                            'network has dynamic input dims [(-1, 2, 10, 9)], -1 = dynamic; the mod',
- 'max_pool3d_dilated_module': "ConversionError: converting torch.nn.functional.max_pool3d at module '<model>' failed: (Unnamed Layer* 1) [Slice]: slice size (-1, 2, 2, 3, 3) has a negative dimension "
-                              '(the network has dynamic input dims [(-1, 2, 4, 5, 5)], -1 = dynamic; th',
  'pdist': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'pdist_6' failed: reshape to (25,) (25 elements) does not match the input volume 1 (shape (1, 1)); "
           "layer 'pdist_6' failed: reshape to (25,) (25 elements) do",
  'pixel_shuffle_module_5d': "ConversionError: converting torch.pixel_shuffle at module '<model>' failed: (Unnamed Layer* 0) [Shuffle]: reshape_dims (-2, 1, 3, 3, 2, 3) may not contain values below "
                             '-1 (the network has dynamic input dims [(-1, 2, 9, 2, 3)], -1 = dynamic;',
  'pixel_unshuffle_module_3d': 'NetworkDefinitionError: pixel_unshuffle_2: reshape_dims (-9, 2, 3) may not contain values below -1',
- 'repeat_interleave': "ConversionError: converting torch.repeat_interleave at module '<model>' failed: (Unnamed Layer* 1) [Slice]: slice size (-1, 3, 2, 4) has a negative dimension (the network has "
-                      'dynamic input dims [(-1, 3, 4)], -1 = dynamic; the model was trac',
- 'repeat_interleave_flat': "ConversionError: converting torch.Tensor.repeat_interleave at module '<model>' failed: (Unnamed Layer* 2) [Slice]: slice size (-1, 3) has a negative dimension (the "
-                           'network has dynamic input dims [(-1, 3, 4)], -1 = dynamic; the model was tra',
- 'scatter_traced_index': 'NetworkDefinitionError: scatter_10: invalid configuration: Expected index torch.Size([24, 1]) to be no larger than src torch.Size([5, 1])',
- 'setitem_augmented_view': "UnsupportedOperatorError: unsupported operator torch.Tensor.__setitem__ at module '<model>': torch.Tensor.__setitem__ cannot take a dynamic size (size(0) of a tensor "
-                           'computed from the inputs (= input_0.size(0))): an assignment may index onl',
- 'setitem_index_list': "UnsupportedOperatorError: unsupported operator torch.Tensor.__setitem__ at module '<model>': torch.Tensor.__setitem__ cannot take a dynamic size (size(0) of a tensor computed "
-                       'from the inputs (= input_0.size(0))): an assignment with index te',
- 'sort_1d': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'sort_1' failed: k=6 must be in [1, 1] for dimension 1 of (1, 1); get_tensor_shape('output_1'): layer "
-            "'sort_1' failed: k=6 must be in [1, 1] for dimension 1",
- 'sort_desc_dim': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'sort' failed: k=4 must be in [1, 1] for dimension 0 of (1, 5, 6); "
-                  "get_tensor_shape('output_1'): layer 'sort' failed: k=4 must be in [1, 1] for dimension 0 ",
- 'take': "UnsupportedOperatorError: unsupported operator torch.take at module '<model>': indexing with negative indices cannot take a dynamic size (((input_0.size(0) * 5) * 6)): they wrap around a "
-         'dynamic dim; convert with a static shape for this dim',
- 'take_along_dim_bcast': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'take_along_dim_2' failed: Size does not match at dimension 0 expected index "
-                         'torch.Size([4, 5, 1]) to be no larger than self torch.Size([1, 5, 6]) apart fro',
- 'tril': "ConversionError: converting torch.tril at module '<model>' failed: (Unnamed Layer* 3) [Select]: invalid configuration: Attempting to broadcast a dimension of length 24 at -2! Mismatching "
-         'argument at index 1 had torch.Size([24, 5]); but expe',
- 'tril_inplace': "ConversionError: converting torch.Tensor.tril_ at module '<model>' failed: (Unnamed Layer* 6) [Select]: invalid configuration: Attempting to broadcast a dimension of length 24 at "
-                 '-2! Mismatching argument at index 1 had torch.Size([24, 5]); ',
- 'triu': "ConversionError: converting torch.triu at module '<model>' failed: (Unnamed Layer* 3) [Select]: invalid configuration: Attempting to broadcast a dimension of length 24 at -2! Mismatching "
-         'argument at index 1 had torch.Size([24, 5]); but expe',
- 'triu_inf': "ConversionError: converting torch.Tensor.triu at module '<model>' failed: (Unnamed Layer* 9) [Select]: invalid configuration: Attempting to broadcast a dimension of length 24 at -2! "
-             'Mismatching argument at index 1 had torch.Size([24, 5]); b',
- 'triu_inplace': "ConversionError: converting torch.Tensor.triu_ at module '<model>' failed: (Unnamed Layer* 6) [Select]: invalid configuration: Attempting to broadcast a dimension of length 24 at "
-                 '-2! Mismatching argument at index 1 had torch.Size([24, 5]); ',
- 'unbind': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'unbind_16' failed: reshape to (3, 4) (12 elements) does not match the input volume 0 (shape (0, 3, "
-           "4)); get_tensor_shape('output_1'): layer 'unbind_16' fai",
- 'unfold_module_unbatched': "UnsupportedOperatorError: unsupported operator torch.nn.functional.unfold at module '<model>': unfold of an input whose channels or spatial dims are dynamic ((-1, 4, 6), "
-                            '-1 = dynamic). Register a converter with @torch2trt_lite.converter, or'}
+ 'sort_9000': "UnsupportedOperatorError: unsupported operator torch.Tensor.sort at module '<model>': top-k/sort of a dynamic size (input_0.size(0)) that may exceed TensorRT's top-k limit of 3840; "
+              'convert with a static size or a range up to 3840. Register ',
+ 'unbind': "UnsupportedOperatorError: unsupported operator torch.unbind at module '<model>': torch.unbind cannot take a dynamic size (input_0.size(0)): unbind makes one output per index of the dim, "
+           'and a network has a fixed number of outputs; convert w',
+ 'unfold_module_unbatched': "UnsupportedOperatorError: unsupported operator torch.nn.functional.unfold at module '<model>': torch.nn.functional.unfold cannot take a dynamic size (input_0.size(0)): "
+                            "unfold's channels set its one-hot kernel and its spatial dims the output",
+ 'unique_counts_large': "UnsupportedOperatorError: unsupported operator torch.Tensor.unique at module '<model>': top-k/sort of a dynamic size (input_0.size(0)) that may exceed TensorRT's top-k limit "
+                        'of 3840; convert with a static size or a range up to 3840. Registe'}
 
-DYNAMIC_WRONG: dict[str, str] = {'copy_broadcast_cast': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([5, 6]) != torch.Size([1, 6]).",
- 'diag_1d': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([4, 4]) != torch.Size([1, 1]).",
- 'diag_1d_k': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([5, 5]) != torch.Size([3, 3]).",
- 'diag_2d': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([4]) != torch.Size([1]).",
- 'diag_2d_k': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([3]) != torch.Size([1]).",
- 'diagonal': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([4]) != torch.Size([1]).",
- 'diagonal_dims': "AssertionError: at batch 1: The values for attribute 'shape' do not match: torch.Size([3, 2]) != torch.Size([3, 1]).",
- 'fuzz_cumprod_bf16': 'AssertionError: at batch 4: Tensor-likes are not close! (Greatest relative difference: 0.011173184029757977 at index (1, 3) (up to 0.01 allowed))'}
+DYNAMIC_WRONG: dict[str, str] = {'sort_desc_dim': 'AssertionError: at batch 6: Tensor-likes are not close! (Greatest relative difference: inf at index (2, 0, 0) (up to 1e-05 allowed))'}

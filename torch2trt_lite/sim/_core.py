@@ -15,8 +15,9 @@ How a layer works (read this before adding one):
 * ``_out_dtypes(in_dtypes)``: optional override of output DataTypes (needed when the torch
   carrier dtype differs from the declared type, e.g. INT4/FP4).
 
-Shape inference runs each layer on probe tensors: dynamic input dims take two different probe
-sizes, and an output dim that differs between the two probes is reported as -1. When no input value
+Shape inference runs each layer on probe tensors: dynamic input dims take three different probe
+sizes (``PROBE_SIZES``; the third is soft: a layer that fails at it just drops it), and an output dim
+that differs between the probes is reported as -1. When no input value
 is known (all meta), the result is memoized per network by the layer's class, settings and input
 dtypes/shapes/strides, so ``_run`` in probe mode must depend on nothing else (else set
 ``_memo_probe = False``).
@@ -39,7 +40,15 @@ from ._enums import DataType, LayerType, Severity, TensorLocation, _TrtEnum
 if TYPE_CHECKING:
     from ._network import INetworkDefinition
 
-PROBE_SIZES = (24, 56)  # NOTE: distinct after a stride-32 backbone (1 and 2), and within small position tables (64)
+# NOTE: the first two probes are strict (a layer that fails at them fails to be defined): distinct after a
+# stride-32 backbone (1 and 2) and within small position tables (64). The third is soft (_SOFT_PROBES):
+# distinct from both after a stride-64 level (1, 1, 2: an FPN's extra pooled level), and a layer that
+# fails at it (a 64-entry position table sliced to 88) only loses it: the tensors computed from that
+# layer are probed at the first two sizes, as before. The fourth, also soft, is small: a clamp of a
+# dynamic size to a constant (``x[:4]``, ``diag``: min(n, k)) is the same at every large probe, and
+# TensorRT calls it dynamic (-1), so a small probe tells it apart.
+PROBE_SIZES = (24, 56, 88, 2)
+_STRICT_PROBES = 2
 _REAL_PROBE_LIMIT = 4096  # real probe values larger than this are demoted to meta tensors
 
 
@@ -299,7 +308,7 @@ class TensorInfo:
             if not isinstance(p, torch.Tensor) or p.device.type == "meta":
                 return None
             vals.append(p)
-        if len(vals) == 2 and not (vals[0].shape == vals[1].shape and torch.equal(vals[0], vals[1])):
+        if any(not (v.shape == vals[0].shape and torch.equal(v, vals[0])) for v in vals[1:]):
             return None
         return vals[0]
 
@@ -438,14 +447,26 @@ class ITensor:
 
     @property
     def is_shape_tensor(self) -> bool:
+        """TensorRT's rule: a tensor whose values a layer reads as a shape, or from which such a tensor
+        is computed (through any layer but IShapeLayer, which reads only its input's dims), is a shape
+        tensor; a network input that is one is a shape input (its values are given on the host, and
+        each optimization profile sets their range)."""
         if self._is_shape_input:
             return True
-        return any(
-            i in c._shape_inputs
-            for c in self._consumers
-            for i, t in enumerate(c._inputs)
-            if t is self
-        )
+        seen: set[int] = set()
+        todo: list[ITensor] = [self]
+        while todo:
+            t = todo.pop()
+            for c in t._consumers:
+                for i, u in enumerate(c._inputs):
+                    if u is not t:
+                        continue
+                    if i in c._shape_inputs:
+                        return True
+                    if c._layer_type != "SHAPE" and id(c) not in seen:
+                        seen.add(id(c))
+                        todo.extend(o for o in c._outputs if o is not None)
+        return False
 
     @property
     def is_execution_tensor(self) -> bool:
@@ -689,10 +710,11 @@ class ILayer:
     def _infer(self) -> list[TensorInfo]:
         infos = self._input_infos()
         self._check(infos)
-        nprobe = max((len(i.probes) for i in infos if i is not None), default=1)
+        # NOTE: as many probes as the dynamic inputs all have (one whose soft probe failed has two)
+        nprobe = min((len(i.probes) for i in infos if i is not None and len(i.probes) > 1), default=1)
         dds = self._dds
         if dds:
-            nprobe = 2
+            nprobe = max(nprobe, _STRICT_PROBES)
         net = self._network_ref() if "_network_ref" in self.__dict__ else None
         memo: dict[Any, Any] | None = net._probe_memo if net is not None and not dds else None
         key = self._probe_key(infos, nprobe) if memo is not None else None
@@ -703,16 +725,29 @@ class ILayer:
                 [torch.empty_strided(shape, stride, dtype=dt, device="meta") for shape, stride, dt in probe]
                 for probe in specs
             ]
+            nprobe = len(results)
         for k in range(len(results), nprobe):
             rt = RunContext("meta", probe=True)
             rt.probe_index = k
             args = [self._probe_arg(i, idx, k) for idx, i in enumerate(infos)]
+            soft = k >= _STRICT_PROBES and net is not None
+            logger = net._logger if soft and net is not None else None
+            if soft and net is not None:
+                net._logger = None  # NOTE: a soft probe that fails is no error of the network: nothing is logged
             try:
                 results.append(list(self._call(args, rt)))
-            except NetworkDefinitionError:
-                raise
-            except (RuntimeError, ValueError, IndexError, TypeError, NotImplementedError) as e:
+            except (NetworkDefinitionError, RuntimeError, ValueError, IndexError, TypeError, NotImplementedError) as e:
+                if k >= _STRICT_PROBES:  # a soft probe (see PROBE_SIZES): this layer's outputs go without it
+                    break
+                if isinstance(e, NetworkDefinitionError):
+                    raise
                 raise self._fail(f"invalid configuration: {e}") from None
+            finally:
+                if soft and net is not None:
+                    net._logger = logger
+            if k >= _STRICT_PROBES and [o.dim() for o in results[k]] != [o.dim() for o in results[0]]:
+                results.pop()  # NOTE: a soft probe that changes a rank is dropped, not an error
+                break
         if memo is not None and key is not None and specs is None and all(o.device.type == "meta" for r in results for o in r):
             memo[key] = tuple(tuple((tuple(o.shape), o.stride(), o.dtype) for o in r) for r in results)
         in_dtypes = [i.dtype if i is not None else None for i in infos]
@@ -722,15 +757,15 @@ class ILayer:
             probes = tuple(self._demote(r[j]) for r in results)
             shape = list(a.shape)
             if len(results) > 1:
-                b = results[1][j]
-                if b.dim() != a.dim():
+                others = [r[j] for r in results[1:]]
+                if any(b.dim() != a.dim() for b in others):
                     raise self._fail("output rank depends on dynamic input dimensions")
-                shape = [da if da == db else -1 for da, db in zip(a.shape, b.shape, strict=True)]
-                if all(p.device.type != "meta" for p in probes) and (
-                    probes[0].shape == probes[1].shape and torch.equal(probes[0], probes[1])
+                shape = [da if all(b.shape[d] == da for b in others) else -1 for d, da in enumerate(a.shape)]
+                if all(p.device.type != "meta" for p in probes) and all(
+                    p.shape == probes[0].shape and torch.equal(p, probes[0]) for p in probes[1:]
                 ):
                     probes = probes[:1]
-                elif all(p.device.type == "meta" for p in probes) and tuple(a.shape) == tuple(b.shape):
+                elif all(p.device.type == "meta" for p in probes) and -1 not in shape:
                     probes = probes[:1]
             dt = self._output_types[j] if j in self._output_types else out_dtypes[j]
             out.append(TensorInfo(dt, tuple(int(s) for s in shape), probes))

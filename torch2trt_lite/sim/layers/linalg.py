@@ -1106,8 +1106,11 @@ class INMSLayer(ILayer):
 
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
         it = _dtypes.torch_dtype(self._a["indices_type"])
-        if rt.probe:  # data-dependent number of rows: report a different size per probe
-            return [torch.empty((rt.probe_index, 3), dtype=it, device="meta"),
+        if rt.probe:  # data-dependent number of rows: a different size per probe (as NonZero's)
+            from .tensor import DDS_PROBE_SIZES
+
+            n = DDS_PROBE_SIZES[min(rt.probe_index, len(DDS_PROBE_SIZES) - 1)]
+            return [torch.empty((n, 3), dtype=it, device="meta"),
                     torch.empty((), dtype=torch.int32, device="meta")]
         boxes, scores, limit = inputs[0], inputs[1], inputs[2]
         iou_t, score_t = _opt(inputs, 3), _opt(inputs, 4)

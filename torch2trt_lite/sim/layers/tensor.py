@@ -26,6 +26,7 @@ from .._core import (
     ITensor,
     RunContext,
     TensorInfo,
+    _is_meta,
     as_dims,
     broadcast_shape,
     volume,
@@ -55,6 +56,11 @@ def _ints(t: torch.Tensor | None) -> list[int] | None:
 def _probe_dims(rt: RunContext, n: int) -> list[int]:
     """Stand-in sizes for dimensions whose value is unknown at build time (they become -1)."""
     return [PROBE_SIZES[min(rt.probe_index, len(PROBE_SIZES) - 1)]] * n
+
+
+# Stand-in counts of data-dependent sizes (NonZero) while probing: small and odd, unlike the input
+# probes, so that a later ``min(n, k)`` (``keep[:100]``) or ``max`` with a static k stays -1.
+DDS_PROBE_SIZES = (3, 61)
 
 
 def _fail(layer: ILayer, msg: str) -> Exception:
@@ -469,6 +475,30 @@ class IConcatenationLayer(_KeepsType):
                         f"(only the concatenation axis {axis} may differ)"
                     )
 
+    @property
+    def _dds(self) -> bool:  # type: ignore[override]
+        """Two probes for a shape tensor made of known and unknown values (see _call)."""
+        ins = self.__dict__.get("_inputs") or []
+        if len(ins) < 2 or any(t is None for t in ins):
+            return False
+        probes = [t._info().probes[0] for t in ins]
+        return all(p.dim() == 1 and p.dtype in (torch.int32, torch.int64) for p in probes) and any(
+            _is_meta(p) for p in probes) and not all(_is_meta(p) for p in probes)
+
+    def _call(self, args: list[Any], rt: RunContext) -> Sequence[torch.Tensor]:
+        # NOTE: a shape tensor built from known parts and parts whose values are unknown while probing
+        # (sizes read from a shape input's values): the unknown elements stand at the probe size, as
+        # a layer reading an unknown shape tensor takes them, and the known ones keep their values
+        # (TensorRT's shape analysis keeps them too), so only the unknown dims come out -1.
+        if rt.probe and any(_is_meta(a) for a in args) and any(
+            isinstance(a, torch.Tensor) and not _is_meta(a) for a in args
+        ) and all(
+            isinstance(a, torch.Tensor) and a.dim() == 1 and a.dtype in (torch.int32, torch.int64) for a in args
+        ) and sum(a.numel() for a in args) <= 64:
+            p = PROBE_SIZES[min(rt.probe_index, len(PROBE_SIZES) - 1)]
+            args = [torch.full(tuple(a.shape), p, dtype=a.dtype) if _is_meta(a) else a for a in args]
+        return super()._call(args, rt)
+
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
         return [torch.cat(_same_device(list(inputs)), dim=self._a["axis"])]
 
@@ -881,7 +911,8 @@ class INonZeroLayer(ILayer):
         super()._check(infos)
         x = infos[0]
         assert x is not None
-        if x.dtype in (DataType.FP8, DataType.INT4, DataType.FP4, DataType.E8M0):
+        if x.dtype in (DataType.FP8, DataType.INT4, DataType.FP4, DataType.E8M0, DataType.INT64, DataType.UINT8):
+            # NOTE: TensorRT 10.16's operator page lists bool, int8, int32, float16, float32, bfloat16
             raise self._fail(f"NonZero does not accept {x.dtype.name} input")
 
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
@@ -889,7 +920,8 @@ class INonZeroLayer(ILayer):
         dtype = _dtypes.torch_dtype(self._a["indices_type"])
         if rt.probe:
             # NOTE: the count of non-zero values is data-dependent; two probe sizes make it -1.
-            return [torch.empty((x.dim(), _probe_dims(rt, 1)[0]), dtype=dtype, device="meta")]
+            n = DDS_PROBE_SIZES[min(rt.probe_index, len(DDS_PROBE_SIZES) - 1)]
+            return [torch.empty((x.dim(), n), dtype=dtype, device="meta")]
         return [torch.nonzero(x).t().to(dtype).contiguous()]
 
 
