@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter
 
@@ -105,3 +106,47 @@ def convert_histc(ctx: ConversionContext, call: Call) -> Any:
     hot = I.one_hot(ctx, idx, bins, torch.bool)  # (numel, bins)
     hot = E.logical(ctx, hot, S.unsqueeze(ctx, inside, -1), "and")
     return ctx.cast(R.reduce(ctx, ctx.cast(hot, torch.int32), "SUM", [0], False), dt)
+
+
+# ----------------------------------------------------------------------------------- grouped_mm
+def _grouped_mm_check(call: Call) -> str | None:
+    a, b, offs = call.arg(0, "mat_a"), call.arg(1, "mat_b"), call.kwargs.get("offs")
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == 2 and b.dim() == 3):
+        return "only the mixture-of-experts form is supported: mat_a [tokens, K], mat_b [experts, K, N] and offs"
+    if not isinstance(offs, torch.Tensor) or offs.dim() != 1 or offs.shape[0] != b.shape[0]:
+        return "offs must be a 1-D tensor of one cumulative row offset per group"
+    if call.kwargs.get("bias") is not None:
+        return "bias is not supported"
+    if call.kwargs.get("out_dtype") not in (None, call.output.dtype):
+        return "out_dtype is not supported"
+    return None
+
+
+@converter(torch._grouped_mm, torch.nn.functional.grouped_mm, check=_grouped_mm_check)
+def convert_grouped_mm(ctx: ConversionContext, call: Call) -> Any:
+    """``torch._grouped_mm(a, b, offs=offs)`` (transformers' default MoE experts): row r of ``a`` is
+    multiplied by ``b[g]``, g the group whose rows ``[offs[g-1], offs[g])`` hold r. Here every row by
+    every group's matrix in one matrix multiply (``a @ [b_0 | b_1 | ...]``), then each row's group
+    gathered, g = the number of offsets <= r. Rows past the last offset, which torch leaves unwritten,
+    are 0."""
+    a, b, offs = call.arg(0, "mat_a"), call.arg(1, "mat_b"), call.kwargs["offs"]
+    dt = call.output.dtype
+    e, k, n = (int(v) for v in b.shape)
+    a_it, b_it = E.operand(ctx, a, dt), E.operand(ctx, b, dt)
+    rows = Y.sizes_of(ctx, a)[0]
+    flat = S.reshape(ctx, S.permute(ctx, b_it, (1, 0, 2)), [k, e * n])  # [K, E*N]
+    op = ctx.trt.MatrixOperation
+    every = ctx.network.add_matrix_multiply(a_it, op.NONE, flat, op.NONE).get_output(0)  # [T, E*N]
+    every = S.reshape(ctx, every, [rows, e, n])
+    pos = Y.arange(ctx, rows, rank=2, dim=0, dtype=torch.int64) if Y.is_sym(rows) else ctx.constant(
+        torch.arange(int(rows), dtype=torch.int64).reshape(-1, 1))  # [T, 1]
+    bounds = S.reshape(ctx, ctx.cast(ctx.itensor(offs), torch.int64), [1, e])  # [1, E]
+    passed = ctx.cast(E.compare(ctx, bounds, pos, "le"), torch.int32)  # [T, E]: offs[g] <= r
+    group = ctx.cast(R.reduce(ctx, passed, "SUM", [1], True), torch.int64)  # [T, 1]
+    inside = E.compare(ctx, group, E.scalar(ctx, e, torch.int64, 2), "lt")
+    group = E.ew(ctx, group, E.scalar(ctx, e - 1, torch.int64, 2), "MIN")
+    index = S.expand(ctx, S.unsqueeze(ctx, group, 2), [rows, 1, n])
+    layer = ctx.network.add_gather_v2(every, index, ctx.trt.GatherMode.ELEMENT)
+    layer.axis = 1
+    out = S.reshape(ctx, layer.get_output(0), [rows, n])
+    return E.select(ctx, inside, out, E.scalar(ctx, 0, dt, 2))

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter
 
@@ -110,6 +111,8 @@ def convert_pdist(ctx: ConversionContext, call: Call) -> Any:
     then the upper triangle gathered by constant indices."""
     x = call.arg(0, "input")
     dt = call.output.dtype
+    Y.refuse("torch.nn.functional.pdist", list(Y.sizes_of(ctx, x)[:1]),
+             "its i < j pairs are gathered by indices made for the traced row count")
     n = int(x.shape[0])
     full = att.cdist(ctx, ctx.itensor(x, dt), ctx.itensor(x, dt), float(call.arg(1, "p", 2.0)), dt)
     upper = torch.triu_indices(n, n, offset=1)

@@ -127,7 +127,7 @@ def convert_channel_shuffle(ctx: ConversionContext, call: Call) -> Any:
     else:
         x, groups = call.arg(0, "input"), int(call.arg(1, "groups"))
     it = ctx.itensor(x)
-    shape = tuple(x.shape)
+    shape = Y.sizes_of(ctx, x)  # NOTE: symbolic where dynamic (the batch of a dynamic-shape network)
     n, c, rest = shape[0], shape[1], shape[2:]
     y = S.reshape(ctx, it, (n, groups, c // groups, *rest))
     y = S.permute(ctx, y, (0, 2, 1, *range(3, 3 + len(rest))))

@@ -164,6 +164,9 @@ def _create(kind: str) -> Any:
         if kind == "full":
             value = call.arg(1, "fill_value")
         sizes = _creation_sizes(call)
+        if Y.is_sym(value):  # torch.full(shape, x.size(0)): the size's network value, not the traced one
+            v = Y.scalar(ctx, value, out.dtype)
+            return S.expand(ctx, S.reshape(ctx, v, [1] * len(sizes)), sizes) if sizes else v
         Y.mark_filled(ctx, out, out.flatten()[0].item() if out.numel() else value)
         one = ctx.constant(torch.full((1,) * len(sizes), value, dtype=out.dtype))
         return S.expand(ctx, one, sizes) if sizes else ctx.constant(torch.full((), value, dtype=out.dtype))

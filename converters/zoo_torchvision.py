@@ -258,12 +258,27 @@ def convert_heatmaps_to_keypoints(ctx: ConversionContext, call: Call) -> Any:
     return xy, S.squeeze(ctx, score, 2)
 
 
+def _raft_shape_check(frame: Any, size: Any, op: str, other: Any, traced: bool) -> bool | None:
+    """RAFT's ``CorrBlock.index_pyramid`` checks its own output shape (``corr_features.shape !=
+    expected_output_shape``, a ValueError otherwise). Its channels come from ``view(batch, h, w, -1)``,
+    whose -1 TensorRT leaves dynamic under a dynamic batch although the module's arithmetic fixes it;
+    the check holds by construction, so its equality is answered as traced (only where it held)."""
+    if op == "eq" and traced and "expected_output_shape" in frame.f_locals:
+        return True
+    if op == "ne" and not traced and "expected_output_shape" in frame.f_locals:
+        return False
+    return None
+
+
 def _register() -> None:
     converter("torchvision.models.detection._utils._topk_min", python_result=True)(convert_topk_min)
     from torchvision.models.detection import _utils
 
     Y.specialize_guard(_utils.BoxCoder.decode.__code__, _nonempty_proposals)
     converter(*_PASTE_TARGETS, check=_paste_check)(convert_paste_masks)
+    from torchvision.models.optical_flow import raft
+
+    Y.specialize_guard(raft.CorrBlock.index_pyramid.__code__, _raft_shape_check)
     converter(*_KEYPOINT_TARGETS, check=_keypoints_check)(convert_heatmaps_to_keypoints)
 
 

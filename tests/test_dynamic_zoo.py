@@ -42,10 +42,6 @@ _TRACE_BATCH = 2
 
 # Models that cannot be dynamic yet, with the op and why (strict: a model that starts to convert fails).
 _BATCH_XFAIL: dict[str, str] = {
-    "tv_raft_small": (
-        "torch.chunk of the dynamic batch (raft splits torch.cat([image1, image2]) in two halves): the number "
-        "and sizes of chunks of a dynamic dim depend on its size, so the converter refuses it"
-    ),
     "tv_ssdlite320_mobilenet_v3_large": (
         "torchvision's detectors post-process each image of the batch in a Python loop (unbind of the dynamic "
         "batch: one output per image), so the batch must be static; the detections themselves are "

@@ -515,6 +515,7 @@ class Tracer:
             ctx.mark_traced(out)
             return
         before = ctx.num_layers()
+        pre = self.symbolic.arg_sizes(args, kwargs) if self.symbolic is not None else None
         try:
             self.converting = record.qualname
             try:
@@ -542,8 +543,8 @@ class Tracer:
             self.python_result = result
             return
         ctx.bind_outputs(call, result)
-        if self.symbolic is not None:  # dynamic dims of the outputs keep their arguments' sizes
-            self.symbolic.inherit(args, kwargs, out)
+        if pre is not None:  # dynamic dims of the outputs keep their arguments' sizes
+            self.symbolic.inherit(pre, out)  # type: ignore[union-attr]
         if self.symbolic is not None and isinstance(out, torch.Tensor) and out._base is not None:
             ctx.record_view(out, record.qualname, args, kwargs)  # dynamic shapes: writes follow the index
         if self.precision is not None:

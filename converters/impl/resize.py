@@ -127,17 +127,26 @@ def affine_grid(ctx: ConversionContext, theta: Any, size: Sequence[int], align_c
 
 
 def pixel_shuffle(ctx: ConversionContext, it: Any, r: int, inverse: bool) -> Any:
-    shape = list(it.shape)
+    shape = list(Y.network_sizes(ctx, it))  # NOTE: symbolic where dynamic: reshapes by shape tensors there
+    dynamic = any(Y.is_sym(d) for d in shape)
     lead, (c, h, w) = shape[:-3], shape[-3:]
-    b = 1
+    b: Any = 1
     for d in lead:
-        b *= d
+        b = b * d
+    if dynamic:
+        from . import shape as S
+
+        def to(t: Any, dims: Sequence[Any]) -> Any:
+            return S.reshape(ctx, t, list(dims))
+    else:
+        def to(t: Any, dims: Sequence[Any]) -> Any:
+            return reshape(ctx, t, dims)
     if not inverse:
         oc = c // (r * r)
-        y = reshape(ctx, it, (b, oc, r, r, h, w))
+        y = to(it, (b, oc, r, r, h, w))
         y = permute(ctx, y, (0, 1, 4, 2, 5, 3))
-        return reshape(ctx, y, (*lead, oc, h * r, w * r))
+        return to(y, (*lead, oc, h * r, w * r))
     oh, ow = h // r, w // r
-    y = reshape(ctx, it, (b, c, oh, r, ow, r))
+    y = to(it, (b, c, oh, r, ow, r))
     y = permute(ctx, y, (0, 1, 3, 5, 2, 4))
-    return reshape(ctx, y, (*lead, c * r * r, oh, ow))
+    return to(y, (*lead, c * r * r, oh, ow))

@@ -33,6 +33,29 @@ def expert_ids() -> list[torch.Tensor]:
     return [torch.randint(0, 8, (6, 2), generator=g).float()]
 
 
+def experts() -> list[torch.Tensor]:
+    # transformers' grouped MoE: tokens sorted by expert, one [K, N] matrix per expert
+    return [randn(16, 16), randn(3, 16, 8, seed=1)]
+
+
+def _grouped(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # cumulative row offsets, the last one the token count (a size: it follows a dynamic batch)
+    offs = torch.cat([torch.tensor([4, 9], dtype=torch.int32), torch.full((1,), a.size(0), dtype=torch.int32)])
+    return torch._grouped_mm(a, b, offs=offs)
+
+
+def routed() -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    ids = torch.sort(torch.randint(0, 4, (12,), generator=g)).values
+    return [randn(12, 8), randn(4, 8, 4, seed=1), ids]
+
+
+def _routed_mm(x: torch.Tensor, w: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    # the offsets computed in the model: histc of the expert ids, cumulated (the last is the row count)
+    offs = torch.histc(ids.float(), bins=4, min=0, max=3).cumsum(0).to(torch.int32)
+    return torch._grouped_mm(x, w, offs=offs)
+
+
 CASES = [
     Case("index_add_rows", lambda x, s, i: x.index_add(0, i, s), rows_and_index, targets=[T + "index_add"]),
     Case("index_add_alpha", lambda x, s, i: torch.index_add(x, 0, i, s, alpha=0.5), rows_and_index,
@@ -48,4 +71,10 @@ CASES = [
          others=lambda xs: [xs[0] ** 2]),
     Case("histc_moe_experts", lambda x: torch.histc(x, bins=8, min=0, max=7), expert_ids, targets=["torch.histc"],
          others=lambda xs: [(xs[0] + 3) % 8]),
+    Case("grouped_mm", _grouped, experts, rtol=1e-5, atol=1e-4,
+         targets=["torch._grouped_mm"]),
+    Case("grouped_mm_routed", _routed_mm, routed, rtol=1e-5, atol=1e-4, targets=["torch._grouped_mm"]),
+    Case("grouped_mm_functional", lambda a, b: torch.nn.functional.grouped_mm(
+        a, b, offs=torch.cat([torch.tensor([5], dtype=torch.int32), torch.full((1,), a.size(0), dtype=torch.int32)])),
+        lambda: [randn(16, 8), randn(2, 8, 4, seed=2)], rtol=1e-5, atol=1e-4, targets=["torch.nn.functional.grouped_mm"]),
 ]

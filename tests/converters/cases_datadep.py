@@ -61,4 +61,6 @@ CASES = [
     Case("nonzero_sizes", lambda x: torch.arange(torch.nonzero(x > 0).size(0)) * x.sum(), grid,
          targets=["torch.nonzero", "torch.arange"]),
     Case("yolo_rows", _boxes, preds, targets=[T + "__getitem__"], rtol=1e-6, atol=1e-4),
+    # under a dynamic batch the fill value is the network's size, not the traced one (see the dynamic harness)
+    Case("full_of_a_size", lambda x: torch.full((2, 3), x.size(0), dtype=torch.float32) * x[0, :3], grid),
 ]

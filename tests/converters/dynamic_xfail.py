@@ -5,17 +5,8 @@ wrong values at another batch (a size baked in that the shape check did not catc
 
 from __future__ import annotations
 
-DYNAMIC_XFAIL: dict[str, str] = {'channel_shuffle_fn': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'channel_shuffle' failed: reshape to (2, 3, 2, 3, 4) (144 elements) does not match the "
-                       "input volume 72 (shape (1, 6, 3, 4)); layer 'channel_shuffle' failed:",
- 'channel_shuffle_module': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'ChannelShuffle' failed: reshape to (1, 2, 2, 3) (12 elements) does not match the "
-                           "input volume 24 (shape (2, 4, 3)); layer 'ChannelShuffle' failed: reshape ",
- 'channel_shuffle_torch': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'channel_shuffle' failed: reshape to (1, 2, 2, 3) (12 elements) does not match the "
-                          "input volume 24 (shape (2, 4, 3)); layer 'channel_shuffle' failed: reshap",
- 'pdist': "RuntimeExecutionError: engine execution failed: get_tensor_shape('output_0'): layer 'pdist_6' failed: reshape to (25,) (25 elements) does not match the input volume 1 (shape (1, 1)); "
-          "layer 'pdist_6' failed: reshape to (25,) (25 elements) do",
- 'pixel_shuffle_module_5d': "ConversionError: converting torch.pixel_shuffle at module '<model>' failed: (Unnamed Layer* 0) [Shuffle]: reshape_dims (-2, 1, 3, 3, 2, 3) may not contain values below "
-                            '-1 (the network has dynamic input dims [(-1, 2, 9, 2, 3)], -1 = dynamic;',
- 'pixel_unshuffle_module_3d': 'NetworkDefinitionError: pixel_unshuffle_2: reshape_dims (-9, 2, 3) may not contain values below -1',
+DYNAMIC_XFAIL: dict[str, str] = {'pdist': "UnsupportedOperatorError: unsupported operator torch.pdist at module '<model>': torch.nn.functional.pdist cannot take a dynamic size (input_0.size(0)): its i < j pairs are gathered by "
+          'indices made for the traced row count; convert with a st',
  'sort_9000': "UnsupportedOperatorError: unsupported operator torch.Tensor.sort at module '<model>': top-k/sort of a dynamic size (input_0.size(0)) that may exceed TensorRT's top-k limit of 3840; "
               'convert with a static size or a range up to 3840. Register ',
  'unbind': "UnsupportedOperatorError: unsupported operator torch.unbind at module '<model>': torch.unbind cannot take a dynamic size (input_0.size(0)): unbind makes one output per index of the dim, "
