@@ -56,6 +56,25 @@ def test_check_reports_unsupported_calls(tmp_path: pathlib.Path, monkeypatch: py
     assert "bessel_j0" in err and "bessel_net.py:6" in err
 
 
+def test_check_with_a_dynamic_range(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "branchy_net.py").write_text(
+        "import torch\n\n\n"
+        "class Net(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        if x.size(0) > 4:\n"
+        "            return x * 2\n"
+        "        return x + 1\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert cli.main(["check", "branchy_net:Net", "--shape", "2x3"]) == 0  # static: the branch is Python's
+    capsys.readouterr()
+    assert cli.main(["check", "branchy_net:Net", "--shape", "1-8x3"]) == 1
+    out = capsys.readouterr().out
+    assert "branchy_net.py:6" in out and "1 of them refuse a dynamic size" in out
+    assert cli.main(["check", "branchy_net:Net", "--shape", "2x3", "--max-batch-size", "3"]) == 0  # [1, 3]: <= 4
+
+
 def test_module_entry_point() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "torch2trt_lite", "--help"], capture_output=True, text=True, check=True

@@ -202,11 +202,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         ref = model(*xs)
     eager_s = time.perf_counter() - t0
     caps = [c for arg in args.compute_capability or [] for c in arg.split(",") if c]
-    specs: list[Any] = list(xs)
-    for i, (text, x) in enumerate(zip(args.shape, xs, strict=True)):
-        mn, op, mx = parse_range(text)
-        if mn != mx:
-            specs[i] = torch2trt_lite.Input(mn, op, mx, dtype=x.dtype, example=x)
+    specs = _specs(args, xs)
     trt_model = torch2trt_lite.convert(
         model, specs, backend=args.backend, compute_capabilities=caps or None, max_batch_size=args.max_batch_size,
         progress=args.progress, cache_dir=args.cache_dir, timing_cache=args.timing_cache, **precision_options(args),
@@ -237,12 +233,26 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _specs(args: argparse.Namespace, xs: list[torch.Tensor]) -> list[Any]:
+    """The example tensors, each whose --shape holds a range (MIN-MAX or MIN-OPT-MAX) as an Input."""
+    import torch2trt_lite
+
+    specs: list[Any] = list(xs)
+    for i, (text, x) in enumerate(zip(args.shape, xs, strict=True)):
+        mn, op, mx = parse_range(text)
+        if mn != mx:
+            specs[i] = torch2trt_lite.Input(mn, op, mx, dtype=x.dtype, example=x)
+    return specs
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     import torch2trt_lite
 
     model, xs = _model_and_inputs(args)
-    report = torch2trt_lite.check(model, xs)
+    report = torch2trt_lite.check(model, _specs(args, xs), max_batch_size=args.max_batch_size)
     print(report)
+    if report.dynamic:
+        print(f"{len(report.dynamic)} of them refuse a dynamic size")
     return 0 if report.ok else 1
 
 
@@ -268,8 +278,8 @@ def add_model_arguments(s: argparse.ArgumentParser) -> None:
     """The model and its example inputs, as every subcommand that runs a model takes them."""
     s.add_argument("model", help=MODEL_SPECS)
     s.add_argument("--shape", action="append", required=True,
-                   help="input shape, e.g. 1x3x224x224 (repeat per input); for convert a dim may be a range, "
-                   "MIN-MAX or MIN-OPT-MAX (1-8x3x224x224: batch 1 to 8, traced at the opt size)")
+                   help="input shape, e.g. 1x3x224x224 (repeat per input); for convert and check a dim may be a "
+                   "range, MIN-MAX or MIN-OPT-MAX (1-8x3x224x224: batch 1 to 8, traced at the opt size)")
     s.add_argument("--dtype", action="append", choices=sorted(_DTYPES),
                    help="input dtype: once for every input, or once per --shape in order (default float32; "
                    "float16/bfloat16 also cast the model)")
@@ -315,8 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "inputs, options and backend)")
             s.add_argument("--timing-cache", help="TensorRT's kernel timing cache file, read and written")
             add_precision_arguments(s)
-            s.add_argument("--max-batch-size", type=int, metavar="N",
-                           help="dim 0 of every input ranges over [1, N] (torch2trt's max_batch_size)")
+        s.add_argument("--max-batch-size", type=int, metavar="N",
+                       help="dim 0 of every input ranges over [1, N] (torch2trt's max_batch_size)")
         s.set_defaults(fn=fn)
     s = sub.add_parser("info", help="print an engine file's header", description="print an engine file's header")
     s.add_argument("engine", help="an engine file written by convert -o or TRTModule.save")
