@@ -102,7 +102,7 @@ def _nms_check(call: Call) -> str | None:
     return None
 
 
-def _column(ctx: ConversionContext, it: Any, col: int) -> Any:
+def column(ctx: ConversionContext, it: Any, col: int) -> Any:
     """Column ``col`` of a [n, m] tensor as [n] (a gather by a 0-D index)."""
     return ctx.network.add_gather(it, ctx.constant(np.asarray(col, dtype=np.int32)), 1).get_output(0)
 
@@ -127,7 +127,7 @@ def nms_indices(ctx: ConversionContext, boxes: Any, scores: Any, n_boxes: Any, i
     layer.topk_box_limit = NMS_TOPK_LIMIT
     layer.set_input(3, ctx.constant(np.asarray(min(float(iou_threshold), 1.0), dtype=np.float32)))
     layer.set_input(4, ctx.constant(np.asarray(_LOWEST, dtype=np.float32)))
-    out = ctx.cast(_column(ctx, layer.get_output(0), 2), torch.int64)
+    out = ctx.cast(column(ctx, layer.get_output(0), 2), torch.int64)
     data_dependent(ctx, out, kept, "NMS kept count", _upper(n_boxes))
     return out
 
@@ -246,14 +246,14 @@ def _topk_rounds(ctx: ConversionContext, it: Any, k: int, axis: int, largest: bo
         left -= step
         if r + 1 < rounds:  # mask out what this round took
             upd = S.expand(ctx, E.scalar(ctx, fill, dt, rank=len(tuple(it.shape))), tuple(v.shape)) \
-                if all(s >= 0 for s in v.shape) else _filled_like(ctx, v, fill, dt)
+                if all(s >= 0 for s in v.shape) else filled_like(ctx, v, fill, dt)
             layer = ctx.network.add_scatter(cur, i, upd, ctx.trt.ScatterMode.ELEMENT)
             layer.axis = axis
             cur = layer.get_output(0)
     return S.concat(ctx, values, axis), S.concat(ctx, indices, axis)
 
 
-def _filled_like(ctx: ConversionContext, it: Any, value: float | int, dt: torch.dtype) -> Any:
+def filled_like(ctx: ConversionContext, it: Any, value: float | int, dt: torch.dtype) -> Any:
     """A tensor of ``it``'s (dynamic) shape holding ``value``: a scalar broadcast by a stride-0 slice whose
     size is ``it``'s shape tensor (``it * 0 + value`` would carry NaN and inf along)."""
     rank = len(tuple(it.shape))
@@ -314,7 +314,7 @@ def _axis_slice(ctx: ConversionContext, s: Any, axis: int, start: int, length: i
 def run_starts(ctx: ConversionContext, s: Any, axis: int) -> Any:
     """``[True, s[1:] != s[:-1]]`` along ``axis`` of ``s`` (sorted along it): where each run of equal values
     starts. The dim must be longer than 1 or dynamic."""
-    first = _filled_like(ctx, _axis_slice(ctx, s, axis, 0, 1), True, torch.bool)
+    first = filled_like(ctx, _axis_slice(ctx, s, axis, 0, 1), True, torch.bool)
     ne = E.compare(ctx, _axis_slice(ctx, s, axis, 1), _axis_slice(ctx, s, axis, 0), "ne")
     return S.concat(ctx, [first, ne], axis)
 

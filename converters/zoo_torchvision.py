@@ -25,6 +25,8 @@ from torch2trt_lite import symbolic as Y
 from torch2trt_lite.context import ConversionContext, ConverterRefusal
 from torch2trt_lite.registry import Call, converter, when_imported
 
+from .detection import column, filled_like
+
 
 def convert_topk_min(ctx: ConversionContext, call: Call) -> Any:
     x, k, axis = call.arg(0, "input"), call.arg(1, "orig_kval"), call.arg(2, "axis")
@@ -40,6 +42,13 @@ def _nonempty_proposals(frame: Any, size: Any, op: str, other: Any, traced: bool
     if op == "gt" and other == 0 and traced and frame.f_locals.get("box_sum") is size:
         return True
     return None
+
+
+def _box_column(ctx: ConversionContext, boxes: Any, k: int) -> Any:
+    """Coordinate ``k`` of ``[N, 4]`` boxes as ``[N, 1, 1]`` (a per-detection operand of [N, H, W] maps)."""
+    from .impl import shape as S
+
+    return S.unsqueeze(ctx, column(ctx, boxes, k), [1, 2])
 
 
 # ------------------------------------------------------------------------------ mask pasting
@@ -76,17 +85,13 @@ def convert_paste_masks(ctx: ConversionContext, call: Call) -> Any:
     f32, i64 = torch.float32, torch.int64
     b = ctx.cast(ctx.itensor(boxes), f32)
 
-    def col(k: int) -> Any:  # [N, 1, 1]
-        c = ctx.network.add_gather(b, ctx.constant(torch.tensor([k], dtype=torch.int32)), 1).get_output(0)
-        return S.unsqueeze(ctx, c, 2)
-
     def f(v: float) -> Any:
         return E.scalar(ctx, v, f32, 3)
 
     def i(v: int) -> Any:
         return E.scalar(ctx, v, i64, 3)
 
-    x0, y0, x1, y1 = col(0), col(1), col(2), col(3)
+    x0, y0, x1, y1 = (_box_column(ctx, b, k) for k in range(4))
     half = f(0.5)
     w_half = E.ew(ctx, E.ew(ctx, E.ew(ctx, x1, x0, "SUB"), half, "PROD"), f(scale), "PROD")
     h_half = E.ew(ctx, E.ew(ctx, E.ew(ctx, y1, y0, "SUB"), half, "PROD"), f(scale), "PROD")
@@ -199,11 +204,7 @@ def convert_heatmaps_to_keypoints(ctx: ConversionContext, call: Call) -> Any:
     def f(v: float, rank: int = 3) -> Any:
         return E.scalar(ctx, v, f32, rank)
 
-    def col(k: int) -> Any:  # [N, 1, 1]
-        c = ctx.network.add_gather(b, ctx.constant(torch.tensor([k], dtype=torch.int32)), 1).get_output(0)
-        return S.unsqueeze(ctx, c, 2)
-
-    x0, y0, x1, y1 = col(0), col(1), col(2), col(3)
+    x0, y0, x1, y1 = (_box_column(ctx, b, k) for k in range(4))
     widths = E.ew(ctx, E.ew(ctx, x1, x0, "SUB"), f(1.0), "MAX")
     heights = E.ew(ctx, E.ew(ctx, y1, y0, "SUB"), f(1.0), "MAX")
     widths_ceil, heights_ceil = E.unary(ctx, widths, "CEIL"), E.unary(ctx, heights, "CEIL")
@@ -253,7 +254,7 @@ def convert_heatmaps_to_keypoints(ctx: ConversionContext, call: Call) -> Any:
     h_corr = E.ew(ctx, heights, heights_ceil, "DIV")
     x = E.ew(ctx, E.ew(ctx, E.ew(ctx, ctx.cast(x_int, f32), f(0.5), "SUM"), w_corr, "PROD"), x0, "SUM")
     y = E.ew(ctx, E.ew(ctx, E.ew(ctx, ctx.cast(y_int, f32), f(0.5), "SUM"), h_corr, "PROD"), y0, "SUM")
-    vis = E.ew(ctx, E.ew(ctx, x, f(0.0), "PROD"), f(1.0), "SUM")  # 1 in x's shape
+    vis = filled_like(ctx, x, 1.0, f32)  # torchvision's third row: 1 (also where x is not finite)
     xy = S.concat(ctx, [x, y, vis], 2)  # [N, K, 3]
     return xy, S.squeeze(ctx, score, 2)
 

@@ -24,7 +24,16 @@ from . import symbolic as _symbolic
 from .backends import Backend, CapturingLogger, get_backend
 from .context import CheckContext, ConversionContext, ConverterRefusal
 from .errors import BuildError, ConversionError, Torch2TRTError
-from .module import FORMAT, TRTModule, cache_layers, decode_tree, dtype_name, encode_tree, tensor_leaves
+from .module import (
+    FORMAT,
+    TRTModule,
+    cache_layers,
+    decode_tree,
+    dtype_name,
+    encode_tree,
+    is_transformers_class,
+    tensor_leaves,
+)
 from .tracer import Tracer, Unsupported
 
 _log = logging.getLogger("torch2trt_lite")
@@ -49,7 +58,7 @@ def _as_inputs(inputs: Any, allow_ranges: bool = False) -> list[Any]:
 
 
 def _is_cache(x: Any) -> bool:
-    return any(c.__name__ == "Cache" and str(c.__module__).startswith("transformers") for c in type(x).__mro__)
+    return is_transformers_class(type(x), "Cache")
 
 
 def _structure(inputs: Any, input_names: Sequence[str] | None) -> tuple[Any, Any, Sequence[str] | None]:
@@ -821,10 +830,11 @@ class _CheckTracer(Tracer):
         super().__init__(*args, **kwargs)
         self.dynamic: list[Unsupported] = []  # the problems with dynamic sizes (symbolic's guards add theirs)
 
-    def convert_call(self, record: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+    def convert_call(self, record: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Any:
         n = len(self.problems)
+        result = None
         try:
-            super().convert_call(record, args, kwargs, out)
+            result = super().convert_call(record, args, kwargs, out)
         except ConversionError as e:
             if not isinstance(e.__cause__, ConverterRefusal) or len(self.problems) == n:
                 raise
@@ -832,6 +842,7 @@ class _CheckTracer(Tracer):
                 self.dynamic.append(self.problems[-1])
         if len(self.problems) > n:
             self.ctx.mark_traced(out)
+        return result
 
 
 class _DynamicCheckContext(ConversionContext):

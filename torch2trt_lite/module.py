@@ -58,11 +58,11 @@ def encode_tree(obj: Any, leaf_index: list[int]) -> Any:
             raise Torch2TRTError("model outputs: dict keys must be str or int to be stored in an engine")
         node: dict[str, Any] = {"dict": [[k, encode_tree(obj[k], leaf_index)] for k in keys]}
         dcls = type(obj)
-        if _is_transformers_class(dcls, "ModelOutput"):
+        if is_transformers_class(dcls, "ModelOutput"):
             # NOTE: rebuilt on decode by module and qualname, only from modules already imported
             node["model_output"] = {"module": dcls.__module__, "qualname": dcls.__qualname__}
         return node
-    if _is_transformers_class(type(obj), "Cache"):
+    if is_transformers_class(type(obj), "Cache"):
         pairs = cache_layers(obj, "model outputs")
         return {"cache": CACHE_KIND, "layers": [[encode_tree(k, leaf_index), encode_tree(v, leaf_index)] for k, v in pairs]}
     raise Torch2TRTError(
@@ -80,7 +80,7 @@ def cache_layers(cache: Any, where: str) -> list[tuple[torch.Tensor, torch.Tenso
     """The (key, value) tensors of each layer of a transformers ``DynamicCache`` (layers of full
     attention); any other cache is refused, saying what is supported."""
     cls = type(cache)
-    if cls.__name__ != CACHE_KIND or not _is_transformers_class(cls, "Cache"):
+    if cls.__name__ != CACHE_KIND or not is_transformers_class(cls, "Cache"):
         raise Torch2TRTError(
             f"{where}: a transformers {cls.__name__} is not supported; only a DynamicCache (keys and values that "
             "grow by one step per call) can be an engine input or output. Use transformers.DynamicCache"
@@ -136,7 +136,7 @@ def tensor_leaves(obj: Any) -> list[torch.Tensor]:
         return [t for x in obj for t in tensor_leaves(x)]
     if isinstance(obj, dict):
         return [t for x in obj.values() for t in tensor_leaves(x)]
-    if _is_transformers_class(type(obj), "Cache"):
+    if is_transformers_class(type(obj), "Cache"):
         return [t for pair in cache_layers(obj, "model outputs") for t in pair]
     return []
 
@@ -149,7 +149,7 @@ def flatten_args(spec: Any, args: Any, where: str = "inputs") -> list[Any]:
         return [args]
     if "tuple" in spec or "list" in spec:
         items = spec.get("tuple", spec.get("list"))
-        if not isinstance(args, (tuple, list)) or _is_transformers_class(type(args), "Cache"):
+        if not isinstance(args, (tuple, list)) or is_transformers_class(type(args), "Cache"):
             raise RuntimeExecutionError(
                 f"{where}: expected a {'tuple' if 'tuple' in spec else 'list'} of {len(items)} as when converted, "
                 f"got {type(args).__name__}"
@@ -158,7 +158,7 @@ def flatten_args(spec: Any, args: Any, where: str = "inputs") -> list[Any]:
             raise RuntimeExecutionError(f"{where}: expected {len(items)} entries as when converted, got {len(args)}")
         return [t for k, (s, a) in enumerate(zip(items, args, strict=True)) for t in flatten_args(s, a, f"{where}[{k}]")]
     if "cache" in spec:
-        if not _is_transformers_class(type(args), "Cache"):
+        if not is_transformers_class(type(args), "Cache"):
             raise RuntimeExecutionError(f"{where}: expected a transformers DynamicCache as when converted, got "
                                         f"{type(args).__name__}")
         try:
@@ -173,7 +173,7 @@ def flatten_args(spec: Any, args: Any, where: str = "inputs") -> list[Any]:
     raise EngineFileError(f"engine metadata: unknown input structure node {spec!r}")
 
 
-def _is_transformers_class(cls: type, base: str) -> bool:
+def is_transformers_class(cls: type, base: str) -> bool:
     """Is ``cls`` a subclass of transformers' class named ``base`` (``ModelOutput``, ``Cache``)? Checked
     by walking the MRO, so transformers is never imported for it."""
     return any(
@@ -193,7 +193,7 @@ def _model_output_class(module: str, qualname: str) -> type | None:
         if obj is None or not part.isidentifier():
             return None
         obj = getattr(obj, part, None)
-    if isinstance(obj, type) and issubclass(obj, dict) and _is_transformers_class(obj, "ModelOutput"):
+    if isinstance(obj, type) and issubclass(obj, dict) and is_transformers_class(obj, "ModelOutput"):
         return obj
     return None
 

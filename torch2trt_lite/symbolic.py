@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .context import ConversionContext, ConverterRefusal
@@ -786,8 +787,6 @@ class SymbolicSizes:
         """The sizes of a call's traced tensor arguments that have dynamic dims, read before the call
         is converted (an in-place op maps its argument to the result's network tensor): for
         :meth:`inherit`."""
-        from torch.utils._pytree import tree_leaves
-
         out = []
         for a in tree_leaves((args, kwargs)):
             if isinstance(a, torch.Tensor) and self.ctx.is_traced(a):
@@ -798,12 +797,13 @@ class SymbolicSizes:
 
     def inherit(self, ins: list[tuple[Any, ...]], out: Any) -> None:
         """After a converted call (``ins``: :meth:`arg_sizes`): each dynamic dim of an output whose size
-        no converter recorded takes the size of the arguments' dim at the same position from the right (broadcasting's alignment),
-        or else from the left, traced at the same value, when that is one size; so that elementwise ops and the like keep a
-        size's identity and bounds (``boxes[idx] * 2`` has ``idx``'s count, at most k). This is duck
-        sizing (see :meth:`itensor_sizes`) among one call's tensors."""
-        from torch.utils._pytree import tree_leaves
-
+        no converter recorded takes the size of the arguments' dim at the same position from the right
+        (broadcasting's alignment), or else from the left, traced at the same value, when that is one
+        size; so that elementwise ops and the like keep a size's identity and bounds (``boxes[idx] * 2``
+        has ``idx``'s count, at most k). This is duck sizing (see :meth:`itensor_sizes`) among one
+        call's tensors."""
+        if not ins:
+            return
         ctx = self.ctx
         todo = []
         for t in tree_leaves(out):
@@ -817,8 +817,6 @@ class SymbolicSizes:
             if (hit is not None and hit[0] is it and hit[2]) or -1 not in tuple(it.shape):
                 continue
             todo.append((t, it))
-        if not todo or not ins:
-            return
         for t, it in todo:
             dims = tuple(int(d) for d in it.shape)
             if len(dims) != t.dim():

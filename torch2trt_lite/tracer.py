@@ -287,8 +287,6 @@ class Tracer:
 
     # Dynamic shapes: the conversion's symbolic sizes (torch2trt_lite.symbolic), set by its install()
     symbolic: SymbolicSizes | None = None
-    # the result of the last python_result converter, taken by _convert (see registry.converter)
-    python_result: Any = None
 
     def __init__(
         self,
@@ -503,7 +501,9 @@ class Tracer:
             raise err from e
 
     # ---------------------------------------------------------------------- conversion
-    def convert_call(self, record: ConverterRecord, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+    def convert_call(self, record: ConverterRecord, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Any:
+        """Convert one call; returns the converter's result for a ``python_result`` converter (the
+        call's Python result in the model's code), else None."""
         call = Call(record.target, record.qualname, args, kwargs, out, self.module_path)
         if record.check is not None:
             reason = record.check(call)
@@ -540,8 +540,7 @@ class Tracer:
             ) from e
         ctx.name_layers(before, self.module_path, record.qualname)
         if record.python_result:
-            self.python_result = result
-            return
+            return result
         ctx.bind_outputs(call, result)
         if pre is not None:  # dynamic dims of the outputs keep their arguments' sizes
             self.symbolic.inherit(pre, out)  # type: ignore[union-attr]
@@ -616,9 +615,6 @@ def _dispatch(record: ConverterRecord, original: Any, args: tuple[Any, ...], kwa
     return _convert(tracer, record, original, args, kwargs)
 
 
-_NO_RESULT = object()  # Tracer.python_result when no python_result converter has run
-
-
 def _convert(
     tracer: Tracer, record: ConverterRecord, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
@@ -649,11 +645,9 @@ def _convert(
         ctx.refresh_versions(before)  # in-place ops: the converter reads the inputs as they were
         if snap is not None:
             ctx.set_lazy(args[0], functools.partial(ctx.constant, snap))
-        if record.python_result:
-            tracer.python_result = _NO_RESULT
-        tracer.convert_call(record, args, kwargs, out)
-        if record.python_result and tracer.python_result is not _NO_RESULT:
-            out, tracer.python_result = tracer.python_result, None
+        result = tracer.convert_call(record, args, kwargs, out)
+        if record.python_result and result is not None:
+            out = result
         if write is not None:
             ctx.end_view_write(write)
     finally:

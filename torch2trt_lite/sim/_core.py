@@ -48,6 +48,14 @@ if TYPE_CHECKING:
 # dynamic size to a constant (``x[:4]``, ``diag``: min(n, k)) is the same at every large probe, and
 # TensorRT calls it dynamic (-1), so a small probe tells it apart.
 PROBE_SIZES = (24, 56, 88, 2)
+# Stand-in counts of data-dependent sizes (NonZero, NMS) while probing: small and odd, unlike the input
+# probes, so that a later ``min(n, k)`` (``keep[:100]``) or ``max`` with a static k stays -1.
+DDS_PROBE_SIZES = (3, 61)
+
+
+def dds_probe(rt: RunContext) -> int:
+    """The stand-in count of a data-dependent size at probe ``rt.probe_index``."""
+    return DDS_PROBE_SIZES[min(rt.probe_index, len(DDS_PROBE_SIZES) - 1)]
 _STRICT_PROBES = 2
 _REAL_PROBE_LIMIT = 4096  # real probe values larger than this are demoted to meta tensors
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _dtypes, _manifest
-from .._core import ILayer, ITensor, RunContext, TensorInfo
+from .._core import ILayer, ITensor, RunContext, TensorInfo, dds_probe
 from .._enums import (
     ENUMS,
     CumulativeOperation,
@@ -1107,9 +1107,7 @@ class INMSLayer(ILayer):
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
         it = _dtypes.torch_dtype(self._a["indices_type"])
         if rt.probe:  # data-dependent number of rows: a different size per probe (as NonZero's)
-            from .tensor import DDS_PROBE_SIZES
-
-            n = DDS_PROBE_SIZES[min(rt.probe_index, len(DDS_PROBE_SIZES) - 1)]
+            n = dds_probe(rt)
             return [torch.empty((n, 3), dtype=it, device="meta"),
                     torch.empty((), dtype=torch.int32, device="meta")]
         boxes, scores, limit = inputs[0], inputs[1], inputs[2]

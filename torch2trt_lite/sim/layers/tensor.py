@@ -29,6 +29,7 @@ from .._core import (
     _is_meta,
     as_dims,
     broadcast_shape,
+    dds_probe,
     volume,
 )
 from .._enums import DataType, FillOperation, GatherMode, SampleMode, ScatterMode
@@ -56,11 +57,6 @@ def _ints(t: torch.Tensor | None) -> list[int] | None:
 def _probe_dims(rt: RunContext, n: int) -> list[int]:
     """Stand-in sizes for dimensions whose value is unknown at build time (they become -1)."""
     return [PROBE_SIZES[min(rt.probe_index, len(PROBE_SIZES) - 1)]] * n
-
-
-# Stand-in counts of data-dependent sizes (NonZero) while probing: small and odd, unlike the input
-# probes, so that a later ``min(n, k)`` (``keep[:100]``) or ``max`` with a static k stays -1.
-DDS_PROBE_SIZES = (3, 61)
 
 
 def _fail(layer: ILayer, msg: str) -> Exception:
@@ -920,7 +916,7 @@ class INonZeroLayer(ILayer):
         dtype = _dtypes.torch_dtype(self._a["indices_type"])
         if rt.probe:
             # NOTE: the count of non-zero values is data-dependent; two probe sizes make it -1.
-            n = DDS_PROBE_SIZES[min(rt.probe_index, len(DDS_PROBE_SIZES) - 1)]
+            n = dds_probe(rt)
             return [torch.empty((x.dim(), n), dtype=dtype, device="meta")]
         return [torch.nonzero(x).t().to(dtype).contiguous()]
 
