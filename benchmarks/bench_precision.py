@@ -1,6 +1,6 @@
 """Measured errors of fp16 and bf16 conversion over the model zoo (on the sim).
 
-For every zoo model of ``tests/test_zoo.py`` and each precision, the engine's outputs are compared
+For every zoo model of ``tests/zoo/test_zoo.py`` and each precision, the engine's outputs are compared
 with three PyTorch references on the same inputs:
 
 * ``vs_fp32``: eager PyTorch in float32 (what the user's fp32 model computes);
@@ -32,8 +32,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch2trt_lite  # noqa: E402
-from tests.test_zoo import ZOO, _leaves  # noqa: E402
 from tests.weights import nontrivial  # noqa: E402
+from tests.zoo.test_zoo import ZOO, _leaves  # noqa: E402
 
 
 def rel(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor] | None) -> float | None:
@@ -58,7 +58,7 @@ def measure(z: Any, precision: str) -> dict[str, Any]:
     model = z.build().eval()
     nontrivial(model)
     xs = z.inputs()
-    dtype = torch2trt_lite.precision.PRECISIONS[precision]
+    dtype = torch2trt_lite.trace.precision.PRECISIONS[precision]
     ref_ac: dict[str, torch.Tensor] | None = None
     note = None
     with torch.no_grad():

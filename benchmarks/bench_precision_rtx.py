@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch2trt_lite  # noqa: E402
-from torch2trt_lite.bench import machine_info  # noqa: E402
+from torch2trt_lite.tools.bench import machine_info  # noqa: E402
 
 VARIANTS = [("fp16", None), ("bf16", None), ("fp32", "int8"), ("fp32", "fp8"), ("fp16", "int8")]
 

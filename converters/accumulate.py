@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext
 
 from .elementwise import no_out
 from .impl import elementwise as E

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter
+from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import elementwise as E
 from .impl import reduce as R
@@ -27,7 +27,7 @@ from .impl import shape as S
 
 
 def _message(call: Call, index: int, name: str) -> str:
-    from torch2trt_lite.tracer import user_location
+    from torch2trt_lite.trace.tracer import user_location
 
     msg = call.arg(index, name, None)
     if isinstance(msg, str) and msg:

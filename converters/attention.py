@@ -8,9 +8,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import attention as att
 from .impl.nn_common import float_dtype, gather, reshape

@@ -7,9 +7,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter, register_table
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import shape as S
 from .impl.conv import _patch_kernel, convolution, fold, unfold

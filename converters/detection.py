@@ -58,9 +58,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext, ConverterRefusal
 from torch2trt_lite.registry import Call, converter, when_imported
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext, ConverterRefusal
 
 from .impl import elementwise as E
 from .impl import reduce as R

@@ -7,8 +7,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter
+from torch2trt_lite.trace.context import ConversionContext
 
 # NOTE: alpha_dropout and feature_alpha_dropout default to training=False, the others to True
 _TRAINING_DEFAULT = {"torch.nn.functional.alpha_dropout": False, "torch.nn.functional.feature_alpha_dropout": False}

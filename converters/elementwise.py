@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter, register_table
+from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import elementwise as E
 

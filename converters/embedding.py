@@ -7,8 +7,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter
+from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import embedding as emb
 from .impl.nn_common import is_traced

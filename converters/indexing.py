@@ -10,10 +10,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext, ConverterRefusal
 from torch2trt_lite.errors import ConversionError
 from torch2trt_lite.registry import Call, converter
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext, ConverterRefusal
 
 from . import detection
 from .elementwise import no_out

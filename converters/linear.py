@@ -8,8 +8,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter, register_table
+from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import linear as lin
 from .impl.nn_common import ew, float_dtype, reshape

@@ -21,8 +21,8 @@ from typing import Any
 import torch
 
 from torch2trt_lite import quantization as q
-from torch2trt_lite.context import ConversionContext, ConverterRefusal
 from torch2trt_lite.registry import Call, converter, when_imported
+from torch2trt_lite.trace.context import ConversionContext, ConverterRefusal
 
 from .impl.nn_common import ew, float_dtype, is_traced, rank, reshape
 

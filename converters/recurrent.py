@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter
+from torch2trt_lite.trace.context import ConversionContext
 
 from .impl.nn_common import float_dtype
 from .impl.recurrent import recurrent

@@ -7,9 +7,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import pooling
 from .impl import resize as rs

@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.errors import ConversionError
 from torch2trt_lite.registry import Call, converter, register_table
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext
 
 from .elementwise import no_out
 from .impl import elementwise as E
@@ -26,7 +26,7 @@ T = torch.Tensor
 
 def _sizes(call: Call, start: int, name: str) -> list[int]:
     """Sizes given as varargs from ``start`` or as one sequence (or keyword ``name``); dynamic sizes
-    read while tracing (``torch2trt_lite.symbolic.SymSize``) are kept as they are."""
+    read while tracing (``torch2trt_lite.trace.symbolic.SymSize``) are kept as they are."""
     rest = call.args[start:]
     if len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)):
         rest = tuple(rest[0])

@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter, register_table
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import elementwise as E
 from .impl import shape as S
@@ -136,7 +136,7 @@ def convert_fill(ctx: ConversionContext, call: Call) -> Any:
 
 
 # -------------------------------------------------------------- creation with dynamic sizes
-# NOTE: torch.zeros(n, 4) with a dynamic size n (torch2trt_lite.symbolic): a dynamic conversion's
+# NOTE: torch.zeros(n, 4) with a dynamic size n (torch2trt_lite.trace.symbolic): a dynamic conversion's
 # tracer sees these calls as calls on traced values. With static sizes they are untraced and never
 # reach these converters (they build constants, see the module docstring).
 def _creation_check(call: Call) -> str | None:

@@ -3,7 +3,7 @@
 ``torchvision.models.detection._utils._topk_min(input, k, axis)`` is ``min(k, input.size(axis))``
 (SSD, RetinaNet, FCOS and the RPN call it before each ``topk``). Of the scores that passed a
 threshold, the size is data-dependent, and Python's ``min`` would compare it with ``k``: a branch the
-guard refuses (torch2trt_lite.symbolic). Converted as :func:`torch2trt_lite.symbolic.sym_min`, a size
+guard refuses (torch2trt_lite.trace.symbolic). Converted as :func:`torch2trt_lite.trace.symbolic.sym_min`, a size
 the network computes (a MIN of shape tensors), so ``topk`` takes every count the engine meets.
 
 The two-stage detectors' per-detection Python loops become vectorized converters: Mask R-CNN's
@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext, ConverterRefusal
 from torch2trt_lite.registry import Call, converter, when_imported
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext, ConverterRefusal
 
 from .detection import column, filled_like
 

@@ -13,7 +13,7 @@ as converted calls (their internals are not traced) and add no layers:
 The SDPA integration (``transformers.integrations.sdpa_attention.sdpa_attention_forward``) branches
 on the query length: ``is_causal = q_length > 1 and ...`` and, for grouped-query attention with a
 mask, ``q_length == 1`` picks ``pack_gqa`` instead of ``repeat_kv``. With a dynamic sequence range
-that holds 1 the guard (torch2trt_lite.symbolic) would refuse both; :func:`_sdpa_general_path`
+that holds 1 the guard (torch2trt_lite.trace.symbolic) would refuse both; :func:`_sdpa_general_path`
 answers them with the general branch (``q_length > 1``: True, ``q_length == 1``: False), which is
 provably the same at length 1: ``repeat_kv`` is exact GQA at every length, and a causal mask of
 ``q_length == kv_length == 1`` masks nothing (so ``is_causal=True`` equals ``False`` there). Only
@@ -31,8 +31,8 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.registry import Call, converter, when_imported
+from torch2trt_lite.trace.context import ConversionContext
 
 _SKIP_TARGETS = (
     "transformers.masking_utils._ignore_bidirectional_mask_sdpa",
@@ -45,8 +45,8 @@ def _mask_of_ones(mask: Any) -> bool:
     (symbolic.filled_value), or a network tensor that the network itself proves to be all ones
     (:func:`_uniform_value`: e.g. DETR's pixel mask, torch.ones of the dynamic batch indexed, cast and
     interpolated before it reaches the shortcut)?"""
-    from torch2trt_lite import symbolic as Y
-    from torch2trt_lite.tracer import _ACTIVE
+    from torch2trt_lite.trace import symbolic as Y
+    from torch2trt_lite.trace.tracer import _ACTIVE
 
     if Y.filled_value(mask) in (True, 1):
         return True
@@ -112,8 +112,8 @@ def _uniform_value(ctx: ConversionContext, it: Any) -> Any:
 def _skip_holds_for_every_size(call: Call) -> bool:
     """No mask values are read (``padding_mask`` None) and the sizes the decision compares are static
     or the same dynamic size (``kv_length == q_length`` of one sequence): dynamic shapes, where the
-    call is converted because its sizes are symbolic (torch2trt_lite.symbolic)."""
-    from torch2trt_lite import symbolic as Y
+    call is converted because its sizes are symbolic (torch2trt_lite.trace.symbolic)."""
+    from torch2trt_lite.trace import symbolic as Y
 
     mask = call.arg(0, "padding_mask", None)
     if mask is not None and not _mask_of_ones(mask):  # a mask of ones (a creation) pads nothing
@@ -154,8 +154,8 @@ def _register() -> None:
 
 def _sdpa_general_path(frame: Any, size: Any, op: str, other: Any, traced: bool) -> bool | None:
     """The guard rule for sdpa_attention_forward's ``q_length`` branches (see the module docstring)."""
-    from torch2trt_lite import symbolic as Y
-    from torch2trt_lite.tracer import _ACTIVE
+    from torch2trt_lite.trace import symbolic as Y
+    from torch2trt_lite.trace.tracer import _ACTIVE
 
     if frame.f_locals.get("q_length") is not size or type(other) is not int or other != 1 or size._lo < 1:
         return None
@@ -174,7 +174,7 @@ def _sdpa_general_path(frame: Any, size: Any, op: str, other: Any, traced: bool)
 def _register_sdpa_guards() -> None:
     from transformers.integrations import sdpa_attention
 
-    from torch2trt_lite import symbolic as Y
+    from torch2trt_lite.trace import symbolic as Y
 
     Y.specialize_guard(sdpa_attention.sdpa_attention_forward.__code__, _sdpa_general_path)
 
@@ -202,7 +202,7 @@ def _check_padding_mask(call: Call) -> str | None:
 
 
 def convert_padding_mask(ctx: ConversionContext, call: Call) -> Any:
-    from torch2trt_lite import symbolic as Y
+    from torch2trt_lite.trace import symbolic as Y
 
     from .impl import shape as S
 

@@ -16,7 +16,7 @@ def scaled_tanh(x: torch.Tensor, scale: float = 2.0) -> torch.Tensor:
 
 
 @torch2trt_lite.converter(f"{__name__}.scaled_tanh")
-def convert_scaled_tanh(ctx: torch2trt_lite.context.ConversionContext, call: torch2trt_lite.Call) -> object:
+def convert_scaled_tanh(ctx: torch2trt_lite.ConversionContext, call: torch2trt_lite.Call) -> object:
     x = ctx.itensor(call.arg(0, "x"))
     scale = float(call.arg(1, "scale", 2.0))
     layer = ctx.network.add_activation(x, ctx.trt.ActivationType.SCALED_TANH)

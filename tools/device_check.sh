@@ -6,7 +6,7 @@
 #
 # 1. installs this checkout (pip install --no-deps --no-build-isolation -e .) into the Python on
 #    PATH (or $PYTHON), which must already have torch, torchvision and cuda-python;
-# 2. gpu-tests: runs the GPU tests of the plugins (pytest -m gpu tests/test_plugins_gpu.py), log;
+# 2. gpu-tests: runs the GPU tests of the plugins (pytest -m gpu tests/plugins/test_plugins_gpu.py), log;
 # 3. benchmark: runs benchmarks/plugins_bench.py, JSON + log (first: what only a GPU can measure);
 # 4. diag: the sim per-layer CPU vs CUDA diagnostic (tools/device_diag.py), JSON;
 # 5. sim: runs the sim's tests on CUDA tensors (the conformance cases run on the GPU when one exists);
@@ -72,7 +72,7 @@ export TORCH2TRT_LITE_CACHE="${TMPDIR:-/tmp}/t2tl-nvrtc-cache"  # not under $OUT
 
 if want gpu-tests; then
 step "gpu tests"
-timeout 180 "$PY" -m pytest -m gpu tests/test_plugins_gpu.py -q -rs -s -p no:cacheprovider --tb=short 2>&1 \
+timeout 180 "$PY" -m pytest -m gpu tests/plugins/test_plugins_gpu.py -q -rs -s -p no:cacheprovider --tb=short 2>&1 \
   | tee "$OUT/gpu-tests.log" | tail -30
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
@@ -92,7 +92,7 @@ fi
 
 if want sim; then
 step "sim on CUDA tensors (conformance cases, layer families, TRTModule, models)"
-timeout 150 "$PY" -m pytest tests/test_conformance.py tests/sim tests/test_module.py -q \
+timeout 150 "$PY" -m pytest tests/sim tests/runtime/test_module.py -q \
   -p no:cacheprovider -rf --tb=short 2>&1 | tail -120 > "$OUT/sim-cuda-tests.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 tail -25 "$OUT/sim-cuda-tests.log"

@@ -287,12 +287,12 @@ def transformer(rec: dict[str, Any]) -> tuple[torch.nn.Module, list[torch.Tensor
     missing = [m for m in ("transformers", "timm", "torchvision") if importlib.util.find_spec(m) is None]
     if not missing:
         try:
-            from tests.test_zoo import ZOO
+            from tests.zoo.test_zoo import ZOO
 
             zoo = next(z for z in ZOO if z.name == "hf_bert")
             model = zoo.build().eval()
             nontrivial(model)
-            rec["model"] = "tests/test_zoo.py hf_bert (transformers BertModel, tiny config)"
+            rec["model"] = "tests/zoo/test_zoo.py hf_bert (transformers BertModel, tiny config)"
             return model, list(zoo.inputs())
         except Exception as e:  # noqa: BLE001 - fall back to the ViT below, and say why
             rec["zoo_error"] = error_info(e)

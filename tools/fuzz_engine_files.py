@@ -39,7 +39,7 @@ def seed_inputs() -> tuple[bytes, bytes, list[tuple[int, ...]]]:
     import torch
 
     import torch2trt_lite
-    from torch2trt_lite import engine_file
+    from torch2trt_lite.runtime import engine_file
 
     pair = collections.namedtuple("pair", "logits probs")
 
@@ -183,7 +183,7 @@ def mutated_plans(plan: bytes, count: int, seed: int) -> list[tuple[str, bytes]]
 
 
 def mutated_engines(data: bytes, count: int, seed: int) -> list[tuple[str, bytes]]:
-    from torch2trt_lite import engine_file
+    from torch2trt_lite.runtime import engine_file
 
     header, plan = engine_file.unpack(data)
     hot = engine_file._HEAD.size + struct.unpack_from("<I", data, 12)[0]
@@ -206,7 +206,7 @@ def mutated_engines(data: bytes, count: int, seed: int) -> list[tuple[str, bytes
 
 
 def header_bit_flips(data: bytes) -> list[tuple[str, bytes]]:
-    from torch2trt_lite import engine_file
+    from torch2trt_lite.runtime import engine_file
 
     end = engine_file._HEAD.size + struct.unpack_from("<I", data, 12)[0]
     out = []

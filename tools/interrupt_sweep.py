@@ -11,7 +11,7 @@ depth 0, no patch left in the table; and the next conversion must work.
     python tools/interrupt_sweep.py            # every point (a few minutes on 2 cores)
     python tools/interrupt_sweep.py --every 25
 
-``tests/test_tracer_safety.py`` runs a deterministic sample of the points (and, marked slow, all).
+``tests/trace/test_tracer_safety.py`` runs a deterministic sample of the points (and, marked slow, all).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import torch
 from torch._C import _len_torch_function_stack
 
 import torch2trt_lite
-from torch2trt_lite import tracer
 from torch2trt_lite.registry import REGISTRY, _load_builtin_converters
+from torch2trt_lite.trace import tracer
 
 # The functions an interrupt is injected into (those that exist: the sweep also runs on older code).
 TARGET_NAMES = (

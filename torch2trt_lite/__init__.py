@@ -8,12 +8,15 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from torch2trt_lite.runtime.module import TRTModule
+from torch2trt_lite.tools.bench import BenchResult, bench
+from torch2trt_lite.tools.compare import CompareReport, compare
+from torch2trt_lite.trace.context import ConversionContext
+from torch2trt_lite.trace.shapes import Input
 
-from .bench import BenchResult, bench  # noqa: E402
-from .convert import CheckReport, NetworkDefinition, check, convert, define_network, load  # noqa: E402
-from .debug import CompareReport, compare  # noqa: E402
-from .errors import (  # noqa: E402
+from ._version import __version__
+from .convert import CheckReport, NetworkDefinition, check, convert, define_network, load
+from .errors import (
     BackendUnavailableError,
     BuildError,
     ConversionError,
@@ -25,10 +28,8 @@ from .errors import (  # noqa: E402
     Torch2TRTError,
     UnsupportedOperatorError,
 )
-from .module import TRTModule  # noqa: E402
-from .quantization import QuantizedModel, quantization_info, quantize  # noqa: E402
-from .registry import Call, converter, register_table, supported_ops  # noqa: E402
-from .shapes import Input  # noqa: E402
+from .quantization import QuantizedModel, quantization_info, quantize
+from .registry import Call, converter, register_table, supported_ops
 
 __all__ = [
     "BackendUnavailableError",
@@ -37,6 +38,7 @@ __all__ = [
     "Call",
     "CheckReport",
     "CompareReport",
+    "ConversionContext",
     "ConversionError",
     "EngineFileError",
     "Input",

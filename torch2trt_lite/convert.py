@@ -15,16 +15,9 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from . import __version__
-from . import cache as _cache
-from . import precision as _precision
-from . import progress as _progress
-from . import shapes as _shapes
-from . import symbolic as _symbolic
-from .backends import Backend, CapturingLogger, get_backend
-from .context import CheckContext, ConversionContext, ConverterRefusal
-from .errors import BuildError, ConversionError, Torch2TRTError
-from .module import (
+from torch2trt_lite.build import cache as _cache
+from torch2trt_lite.build import progress as _progress
+from torch2trt_lite.runtime.module import (
     FORMAT,
     TRTModule,
     cache_layers,
@@ -34,7 +27,15 @@ from .module import (
     is_transformers_class,
     tensor_leaves,
 )
-from .tracer import Tracer, Unsupported
+from torch2trt_lite.trace import precision as _precision
+from torch2trt_lite.trace import shapes as _shapes
+from torch2trt_lite.trace import symbolic as _symbolic
+from torch2trt_lite.trace.context import CheckContext, ConversionContext, ConverterRefusal
+from torch2trt_lite.trace.tracer import Tracer, Unsupported
+
+from ._version import __version__
+from .backends import Backend, CapturingLogger, get_backend
+from .errors import BuildError, ConversionError, Torch2TRTError
 
 _log = logging.getLogger("torch2trt_lite")
 
@@ -312,7 +313,7 @@ def _define(
             raise kind(
                 f"{e} (the network has dynamic input dims {net_shapes}, -1 = dynamic; the model was traced at "
                 f"{[tuple(x.shape) for x in traced]}. Sizes of dynamic dims stay symbolic while tracing "
-                "(torch2trt_lite.symbolic); a converter or branch that needs one as a Python number refuses it: "
+                "(torch2trt_lite.trace.symbolic); a converter or branch that needs one as a Python number refuses it: "
                 "convert with static shapes for that dim, or a range this model supports)"
             ) from None
         t_trace = time.perf_counter() - t_trace
@@ -391,7 +392,7 @@ def convert(
 
     ``progress``: a display of the build's phases (``rich.progress``, on stderr): ``None`` (default)
     shows it when stderr is a terminal, ``True`` always, ``False`` never (nothing is printed). It
-    also takes a :class:`torch2trt_lite.progress.RichProgress` (another console) or any object with
+    also takes a :class:`torch2trt_lite.build.progress.RichProgress` (another console) or any object with
     TensorRT's ``IProgressMonitor`` methods ``phase_start(phase_name, parent_phase, num_steps)``,
     ``step_complete(phase_name, step) -> bool`` and ``phase_finish(phase_name)``, which sees every
     phase the builder reports; ``step_complete`` returning False cancels the build (``BuildError``
@@ -402,7 +403,7 @@ def convert(
     options above, the backend and its version and torch2trt-lite's version: a hit loads the
     engine file without tracing or building, a miss converts and saves it atomically as
     ``cache_dir/<key>.engine``. ``conversion_stats["cache"]`` says ``"hit"`` or ``"miss"``;
-    see :mod:`torch2trt_lite.cache` for what the key covers, and ``torch2trt_lite.cache.stats()``.
+    see :mod:`torch2trt_lite.build.cache` for what the key covers, and ``torch2trt_lite.build.cache.stats()``.
 
     ``timing_cache`` (TensorRT): a file of TensorRT's kernel timings, read before the build when it
     exists (``ignore_mismatch=False``: a cache from another GPU or version is not used, with a
@@ -422,14 +423,14 @@ def convert(
     per input, same dtypes and ranks); ``TRTModule`` runs each call with the first profile whose
     ranges cover its shapes. The model is traced once (on the example tensors, each Input's
     ``example`` or a random tensor of its ``opt_shape``). Sizes of dynamic dims stay symbolic while
-    tracing (:mod:`torch2trt_lite.symbolic`: ``x.size(0)`` and its arithmetic become shape-tensor
+    tracing (:mod:`torch2trt_lite.trace.symbolic`: ``x.size(0)`` and its arithmetic become shape-tensor
     layers; a branch on one that the range does not decide is an error naming the line), but a size
     turned into a plain number (``int(x.size(0))``) is the traced value, so with ``verify=True`` (default) a dynamic engine is also built on the sim and
     run once per profile with every dynamic dim at another size than the traced one (its min, or its
     max where the min is the traced size), and refused (``ConversionError``) when an output shape
     differs from eager PyTorch's.
 
-    Precision (see :mod:`torch2trt_lite.precision`): ``precision="fp16"`` or ``"bf16"`` (``fp16_mode=True``
+    Precision (see :mod:`torch2trt_lite.trace.precision`): ``precision="fp16"`` or ``"bf16"`` (``fp16_mode=True``
     is torch2trt's name for ``"fp16"``) builds a strongly typed network whose convolutions, linear
     layers, matrix multiplies and attention compute in that type with weights stored in it, while
     softmax, normalization statistics, large reductions and exp/log/pow stay float32 (torch.autocast's
@@ -646,7 +647,7 @@ def _hull(ranges: list[_shapes.Range]) -> dict[str, list[int]]:
 def _shape_input_values(network: Any, names: list[str], res: _shapes.Resolved) -> dict[str, tuple[list[int], ...]]:
     """(min, opt, max) values of each engine input that became a *shape input* (TensorRT computes
     sizes from its values: ``n = lengths.max().item()`` used as a size, see
-    :func:`torch2trt_lite.symbolic.value_read`): its Input's ``low``..``high - 1`` per element, opt the
+    :func:`torch2trt_lite.trace.symbolic.value_read`): its Input's ``low``..``high - 1`` per element, opt the
     traced values. A plain example tensor gives no range: refused with the fix."""
     out: dict[str, tuple[list[int], ...]] = {}
     for i, name in enumerate(names):
@@ -772,7 +773,7 @@ def _timing_cache_save(config: Any, path: Any) -> None:
         blob = cache.serialize() if cache is not None else None
     if blob is None:
         return
-    from .engine_file import atomic_write
+    from torch2trt_lite.runtime.engine_file import atomic_write
 
     atomic_write(os.fspath(path), memoryview(blob).cast("B"))
 
@@ -885,7 +886,7 @@ def check(
     ``convert``'s. With a dynamic dim the model is traced into a network of the sim (not built)
     with symbolic sizes, and the report also lists, without stopping at the first, every call whose
     converter refuses a dynamic size and every comparison, ``len()`` or float of a dynamic size that
-    the range does not decide (:class:`torch2trt_lite.symbolic.DynamicSizeGuardError` in ``convert``),
+    the range does not decide (:class:`torch2trt_lite.trace.symbolic.DynamicSizeGuardError` in ``convert``),
     each with the op, module path, location and reason (``CheckReport.dynamic`` holds these)."""
     _check_model(model)
     inputs, in_tree, input_names = _structure(inputs, input_names)

@@ -79,7 +79,7 @@ class ConverterRecord:
     # converted even when no argument is traced (fake quantization of a weight: constant -> Q -> DQ)
     constant_inputs: bool = False
     # the converter's return value is the call's Python result (a size computed with symbolic sizes,
-    # e.g. ``min(k, x.size(0))`` as torch2trt_lite.symbolic.sym_min), not network tensors to bind
+    # e.g. ``min(k, x.size(0))`` as torch2trt_lite.trace.symbolic.sym_min), not network tensors to bind
     python_result: bool = False
 
 

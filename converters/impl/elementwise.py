@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.errors import ConversionError
-from torch2trt_lite.symbolic import SymSize
-from torch2trt_lite.symbolic import scalar as sym_scalar
+from torch2trt_lite.trace.context import ConversionContext
+from torch2trt_lite.trace.symbolic import SymSize
+from torch2trt_lite.trace.symbolic import scalar as sym_scalar
 
 _INTS = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 

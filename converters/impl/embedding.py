@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite.context import ConversionContext
+from torch2trt_lite.trace.context import ConversionContext
 
 from .nn_common import const, ew, gather, matmul, rank, reduce, reshape
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext, ConverterRefusal
 from torch2trt_lite.errors import ConversionError
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext, ConverterRefusal
 
 from . import elementwise as E
 from . import shape as S

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.errors import ConversionError
+from torch2trt_lite.trace.context import ConversionContext
 
 from .nn_common import const, ew, matmul, rank, reduce, reshape, squeeze, unsqueeze
 

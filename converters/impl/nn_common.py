@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.errors import ConversionError
+from torch2trt_lite.trace.context import ConversionContext
 
 
 def rank(it: Any) -> int:
@@ -172,7 +172,7 @@ def ntuple(value: Any, n: int) -> tuple[int, ...]:
 
 def is_traced(t: Any) -> bool:
     """Whether ``t`` is derived from the network inputs (usable in ``check=`` functions)."""
-    from torch2trt_lite.tracer import _ACTIVE
+    from torch2trt_lite.trace.tracer import _ACTIVE
 
     tracer = _ACTIVE.get()
     return tracer is not None and isinstance(t, torch.Tensor) and tracer.ctx.is_traced(t)

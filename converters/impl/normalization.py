@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite.context import ConversionContext
+from torch2trt_lite.trace.context import ConversionContext
 
 from .conv import fold_affine
 from .nn_common import const, ew, is_traced, rank, reduce, reshape, squeeze, unary, unsqueeze

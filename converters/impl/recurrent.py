@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext
 
 from .linear import linear
 from .nn_common import concat, const, ew, matmul, rank, slice_axis, squeeze, unsqueeze

@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.errors import ConversionError
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext
 
 from . import elementwise as E
 from . import shape as S

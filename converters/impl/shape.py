@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from torch2trt_lite import symbolic as Y
-from torch2trt_lite.context import ConversionContext
 from torch2trt_lite.errors import ConversionError
+from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.trace.context import ConversionContext
 
 # A dim of a reshape spec: a static size (int >= 0), ``Copy(i)``: dim ``i`` of the input, or a dynamic
-# size read while tracing (a ``torch2trt_lite.symbolic.SymSize``).
+# size read while tracing (a ``torch2trt_lite.trace.symbolic.SymSize``).
 DimSpec = Any
 
 

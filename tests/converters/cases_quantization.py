@@ -2,7 +2,7 @@
 
 Inputs are randn at scales with no simple ratio to the quantization scale, so no value lies within
 a float32 ulp of a rounding boundary (where torch's ``x * (1/s)`` and TensorRT's ``x / s`` could
-round apart, see tests/test_quantization.py): the engine equals eager at the default tolerance.
+round apart, see tests/quantization/test_quantization.py): the engine equals eager at the default tolerance.
 """
 
 from __future__ import annotations

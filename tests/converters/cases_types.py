@@ -87,7 +87,7 @@ CASES = [
     Case("zero_", _zero, xf, targets=[T + "zero_"]),
     Case("arange_from_shape", lambda x: x * torch.arange(x.shape[1]) + torch.ones(x.size(0), 1), xf),
     # creation with sizes read from the input: constants when static; with a dynamic batch the sizes
-    # are symbolic (torch2trt_lite.symbolic) and these converters build them in the network
+    # are symbolic (torch2trt_lite.trace.symbolic) and these converters build them in the network
     Case("zeros_of_size", lambda x: x + torch.zeros(x.shape[0], x.shape[1]), xf, targets=["torch.zeros"],
          extra={"dynamic_targets": ["torch.zeros"]}),
     Case("ones_of_size", lambda x: x * torch.ones((x.size(0), 1)), xf, targets=["torch.ones"],

@@ -25,7 +25,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 import torch2trt_lite
-from torch2trt_lite import tracer
+from torch2trt_lite.trace import tracer
 
 
 class Fn(torch.nn.Module):

@@ -763,7 +763,7 @@ def add_plugin(ctx: Any, pdef: PluginDef, inputs: Sequence[Any], attrs: Mapping[
     """
     add_plugin_v3 = getattr(ctx.network, "add_plugin_v3", None)  # TensorRT-RTX has no plugin layers
     if add_plugin_v3 is None or not getattr(ctx, "has_plugins", True):
-        from ..context import ConverterRefusal
+        from torch2trt_lite.trace.context import ConverterRefusal
 
         raise ConverterRefusal(
             f"{pdef.label} is a plugin layer, and TensorRT-RTX has no plugin API (no add_plugin_v3): a model "

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import _buffers
+from torch2trt_lite.runtime import _buffers
+
 from ..errors import BuildError, EngineFileError, NetworkDefinitionError
 from . import _dtypes
 from ._core import DeferredWeights, ILayer, ITensor, RunContext, Weights
