@@ -1,28 +1,47 @@
-"""Built-in converters, one module per op family. Importing this package registers them all."""
+"""Built-in converters, one module per op family. Importing a family registers its converters;
+:func:`load` imports them all (``torch2trt_lite.registry.load_builtin_converters`` calls it before a
+conversion). Importing this package alone registers nothing, so the shared builders of ``impl/``
+(the size algebra of ``impl/sizes.py`` among them) can be imported by the trace phase without
+loading every family."""
 
-from __future__ import annotations  # noqa: I001 (one import line per family: merge-friendly)
+from __future__ import annotations
 
-from . import activation  # noqa: F401
-from . import elementwise  # noqa: F401
-from . import unary  # noqa: F401
-from . import shape  # noqa: F401
-from . import softmax  # noqa: F401
-from . import reduce  # noqa: F401
-from . import indexing  # noqa: F401
-from . import types  # noqa: F401
-from . import conv  # noqa: F401
-from . import dropout  # noqa: F401
-from . import linear  # noqa: F401
-from . import normalization  # noqa: F401
-from . import pooling  # noqa: F401
-from . import resize  # noqa: F401
-from . import attention  # noqa: F401
-from . import embedding  # noqa: F401
-from . import recurrent  # noqa: F401
-from . import zoo_transformers  # noqa: F401
-from . import quantization  # noqa: F401
-from . import accumulate  # noqa: F401
-from . import assertions  # noqa: F401
-from . import detection  # noqa: F401
-from . import datadep  # noqa: F401
-from . import zoo_torchvision  # noqa: F401
+import importlib
+
+# One family a line (merge-friendly), in the order they register (datadep overrides elementwise's
+# torch.where, so it comes after it).
+FAMILIES: tuple[str, ...] = (
+    "activation",
+    "elementwise",
+    "unary",
+    "shape",
+    "softmax",
+    "reduce",
+    "indexing",
+    "types",
+    "conv",
+    "dropout",
+    "linear",
+    "normalization",
+    "pooling",
+    "resize",
+    "attention",
+    "embedding",
+    "recurrent",
+    "zoo_transformers",
+    "quantization",
+    "accumulate",
+    "assertions",
+    "detection",
+    "datadep",
+    "zoo_torchvision",
+)
+
+
+def load() -> None:
+    """Import (register) every built-in family."""
+    for name in FAMILIES:
+        importlib.import_module(f"{__name__}.{name}")
+
+
+__all__ = ["FAMILIES", "load"]

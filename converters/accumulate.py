@@ -4,20 +4,22 @@ tokens per expert with it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.registry import Call, converter
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
 
 from .elementwise import no_out
 from .impl import elementwise as E
 from .impl import indexing as I
 from .impl import reduce as R
 from .impl import shape as S
+from .impl import sizes as Y
 from .indexing import convert_scatter_reduce
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 T = torch.Tensor
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from torch2trt_lite.registry import Call, converter, register_table
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import elementwise as E
 from .impl import shape as S
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def activation(ctx: ConversionContext, x: Any, kind: str, alpha: float = 0.0, beta: float = 0.0) -> Any:

@@ -14,21 +14,22 @@ nothing."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.registry import Call, converter
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import elementwise as E
 from .impl import reduce as R
 from .impl import shape as S
+from .impl.active import user_location
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def _message(call: Call, index: int, name: str) -> str:
-    from torch2trt_lite.trace.tracer import user_location
-
     msg = call.arg(index, name, None)
     if isinstance(msg, str) and msg:
         return msg

@@ -3,17 +3,19 @@ cosine_similarity, pairwise_distance, cdist."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from torch2trt_lite.registry import Call, converter
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import attention as att
+from .impl import sizes as Y
 from .impl.nn_common import float_dtype, gather, reshape
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def _floats(*names: tuple[int, str]) -> Any:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from torch2trt_lite.registry import Call, converter, register_table
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import shape as S
+from .impl import sizes as Y
 from .impl.conv import _patch_kernel, convolution, fold, unfold
 from .impl.nn_common import const, ew, float_dtype, is_traced, ntuple, rank
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def _check(call: Call) -> str | None:

@@ -4,7 +4,7 @@
 Their result has as many rows as the data has true (non-zero) elements: TensorRT's ``INonZeroLayer``
 gives the ``[rank, N]`` coordinates with ``N`` a data-dependent size (a ``-1`` dim the engine learns
 while it runs), and the engine returns such outputs through an output allocator (``TRTModule`` does
-that). ``N`` stays symbolic while tracing (:func:`torch2trt_lite.trace.symbolic.data_dependent`): later code
+that). ``N`` stays symbolic while tracing (``ctx.data_dependent``): later code
 may slice, gather, reshape and concatenate with it, and a Python branch on it is refused with the line
 (``if keep.numel() == 0:``), as ``torch.export`` refuses a guard on an unbacked size.
 
@@ -14,18 +14,20 @@ these layers build where a GPU is (full TensorRT 10.x documents INonZeroLayer).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.registry import Call, converter
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
 
 from .elementwise import convert_where, no_out
 from .impl import datadep as D
 from .impl import elementwise as E
 from .impl import shape as S
+from .impl import sizes as Y
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 T = torch.Tensor
 

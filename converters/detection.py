@@ -53,18 +53,21 @@ where a GPU is. NaN elements are each their own value (as torch), in the order t
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from torch2trt_lite.errors import ConverterRefusal
 from torch2trt_lite.registry import Call, converter, when_imported
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext, ConverterRefusal
 
 from .impl import elementwise as E
 from .impl import reduce as R
 from .impl import shape as S
+from .impl import sizes as Y
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 NMS_TOPK_LIMIT = 5000  # INMSLayer's topk_box_limit maximum (SM 5.3 / 6.2 devices: 2000)
 TOPK_MAX_ROUNDS = 16  # top-k beyond 3840 in at most this many rounds (k <= 61440)
@@ -75,7 +78,7 @@ _LOWEST = float(np.finfo(np.float32).min)
 def _upper(v: Any) -> float:
     """The largest value a (maybe dynamic) size takes."""
     if Y.is_sym(v):
-        return float(Y._bounds(v)[1])
+        return float(Y.bounds(v)[1])
     return float(v)
 
 
@@ -133,10 +136,8 @@ def nms_indices(ctx: ConversionContext, boxes: Any, scores: Any, n_boxes: Any, i
 
 
 def data_dependent(ctx: ConversionContext, it: Any, traced: torch.Tensor, what: str, hi: float) -> None:
-    """Make the -1 dims of ``it`` symbolic data-dependent sizes while tracing (``symbolic.data_dependent``)."""
-    mark = getattr(Y, "data_dependent", None)
-    if mark is not None:
-        mark(ctx, it, tuple(traced.shape), what, hi=hi)
+    """Make the -1 dims of ``it`` symbolic data-dependent sizes while tracing (``ctx.data_dependent``)."""
+    ctx.data_dependent(it, tuple(traced.shape), what, hi=hi)
 
 
 def convert_nms(ctx: ConversionContext, call: Call) -> Any:

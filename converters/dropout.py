@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from torch2trt_lite.registry import Call, converter
-from torch2trt_lite.trace.context import ConversionContext
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 # NOTE: alpha_dropout and feature_alpha_dropout default to training=False, the others to True
 _TRAINING_DEFAULT = {"torch.nn.functional.alpha_dropout": False, "torch.nn.functional.feature_alpha_dropout": False}

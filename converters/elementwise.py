@@ -7,14 +7,16 @@ result dtype is the torch result's (``call.output.dtype``), so torch's type prom
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.registry import Call, converter, register_table
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import elementwise as E
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 T = torch.Tensor
 

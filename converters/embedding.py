@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from torch2trt_lite.registry import Call, converter
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import embedding as emb
 from .impl.nn_common import is_traced
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 

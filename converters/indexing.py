@@ -5,15 +5,13 @@ topk/sort/argsort and one_hot.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
-from torch2trt_lite.errors import ConversionError
+from torch2trt_lite.errors import ConversionError, ConverterRefusal
 from torch2trt_lite.registry import Call, converter
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext, ConverterRefusal
 
 from . import detection
 from .elementwise import no_out
@@ -21,6 +19,10 @@ from .impl import elementwise as E
 from .impl import indexing as I
 from .impl import reduce as R
 from .impl import shape as S
+from .impl import sizes as Y
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 T = torch.Tensor
 
@@ -363,7 +365,7 @@ def convert_topk(ctx: ConversionContext, call: Call) -> Any:
         sizes = list(Y.sizes_of(ctx, x))
         sizes[S.norm_dim(dim, max(x.dim(), 1))] = k
         for it, t in zip(out, call.output, strict=True):
-            Y.known_sizes(ctx, it, sizes, tuple(t.shape))
+            ctx.known_sizes(it, sizes, tuple(t.shape))
     return out
 
 

@@ -3,16 +3,18 @@ bilinear."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from torch2trt_lite.registry import Call, converter, register_table
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import linear as lin
 from .impl.nn_common import ew, float_dtype, reshape
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def _float_operands(*indices: int) -> Any:

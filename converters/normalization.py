@@ -3,18 +3,20 @@ group norm, instance norm, RMS norm, local response norm and F.normalize."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from torch2trt_lite.registry import Call, converter
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import elementwise as E
 from .impl import normalization as norm
 from .impl import shape as S
 from .impl.nn_common import const, float_dtype, is_traced, rank
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def _float_input(call: Call) -> str | None:

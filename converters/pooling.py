@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from torch2trt_lite.registry import Call, register_table
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import elementwise as E
 from .impl import pooling
 from .impl import shape as S
+from .impl import sizes as Y
 from .impl.nn_common import const, float_dtype, ntuple
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def _float_input(call: Call) -> str | None:

@@ -16,15 +16,18 @@ refused, except [-127, 127] ("narrow range"), which is made exact by clamping th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite import quantization as q
+from torch2trt_lite.errors import ConverterRefusal
 from torch2trt_lite.registry import Call, converter, when_imported
-from torch2trt_lite.trace.context import ConversionContext, ConverterRefusal
 
 from .impl.nn_common import ew, float_dtype, is_traced, rank, reshape
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def _qdq(

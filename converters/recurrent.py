@@ -3,16 +3,18 @@ states, LSTM projections) as TensorRT loops."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from torch2trt_lite.registry import Call, converter
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl.nn_common import float_dtype
 from .impl.recurrent import recurrent
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def _inputs(call: Call) -> tuple[Any, Any]:

@@ -6,19 +6,21 @@ cumulative sums and products, count_nonzero.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.errors import ConversionError
 from torch2trt_lite.registry import Call, converter, register_table
-from torch2trt_lite.trace.context import ConversionContext
 
 from .elementwise import no_out
 from .impl import elementwise as E
 from .impl import normalization as N
 from .impl import reduce as R
 from .impl import shape as S
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 T = torch.Tensor
 

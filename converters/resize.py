@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from torch2trt_lite.registry import Call, converter
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import pooling
 from .impl import resize as rs
 from .impl import shape as S
+from .impl import sizes as Y
 from .impl.nn_common import float_dtype, is_traced
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def _float_input(call: Call) -> str | None:

@@ -7,26 +7,28 @@ sequence (``x.view((2, -1))``) are both accepted, like torch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.errors import ConversionError
 from torch2trt_lite.registry import Call, converter, register_table
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
 
 from .elementwise import no_out
 from .impl import elementwise as E
 from .impl import indexing as I
 from .impl import shape as S
+from .impl import sizes as Y
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 T = torch.Tensor
 
 
 def _sizes(call: Call, start: int, name: str) -> list[int]:
     """Sizes given as varargs from ``start`` or as one sequence (or keyword ``name``); dynamic sizes
-    read while tracing (``torch2trt_lite.trace.symbolic.SymSize``) are kept as they are."""
+    read while tracing (``converters.impl.sizes.SymSize``) are kept as they are."""
     rest = call.args[start:]
     if len(rest) == 1 and isinstance(rest[0], (list, tuple, torch.Size)):
         rest = tuple(rest[0])
@@ -358,7 +360,7 @@ def _chunk_dynamic(ctx: ConversionContext, call: Call, dim: int) -> list[Any]:
     if call.qualname.endswith("chunk"):
         n = int(arg)
         if _chunk_count(n, size._lo, size._hi) != n_pieces:
-            Y.refuse(call.qualname, [size], f"chunk({n}) of a dim of size in [{Y._fmt(size._lo)}, {Y._fmt(size._hi)}] "
+            Y.refuse(call.qualname, [size], f"chunk({n}) of a dim of size in {Y.range_text(size)} "
                      "gives a different number of pieces at different sizes, and a network has a fixed number of "
                      "outputs (narrow the range, or use tensor_split, whose count is fixed)")
         c = (size + n - 1) // n
@@ -424,7 +426,7 @@ def convert_cat(ctx: ConversionContext, call: Call) -> Any:
         total: Any = 0
         for sz in parts:
             total = total + sz[d]
-        Y.known_sizes(ctx, out, [total if i == d else parts[0][i] for i in range(call.output.dim())],
+        ctx.known_sizes(out, [total if i == d else parts[0][i] for i in range(call.output.dim())],
                       tuple(call.output.shape))
     return out
 

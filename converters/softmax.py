@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from torch2trt_lite.registry import Call, register_table
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import elementwise as E
 from .impl import reduce as R
 from .impl import shape as S
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def _legacy_dim(ndim: int) -> int:

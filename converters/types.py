@@ -7,16 +7,18 @@ build untraced tensors, which become constants.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.registry import Call, converter, register_table
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
 
 from .impl import elementwise as E
 from .impl import shape as S
+from .impl import sizes as Y
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 T = torch.Tensor
 
@@ -34,9 +36,9 @@ def _cast(ctx: ConversionContext, call: Call) -> Any:
         return None
     it = ctx.itensor(x)
     out = E.convert_dtype(ctx, it, call.output.dtype)
-    filled = Y.filled_value(x)
+    filled = ctx.filled_value(x)
     if filled is not None and call.output.numel():  # a cast of a filled creation stays filled
-        Y.mark_filled(ctx, call.output, call.output.flatten()[0].item())
+        ctx.mark_filled(call.output, call.output.flatten()[0].item())
     if out is it and call.output is not x:  # a copy (copy=True, or .to() of another device)
         return ctx.network.add_identity(it).get_output(0)
     return out
@@ -136,7 +138,7 @@ def convert_fill(ctx: ConversionContext, call: Call) -> Any:
 
 
 # -------------------------------------------------------------- creation with dynamic sizes
-# NOTE: torch.zeros(n, 4) with a dynamic size n (torch2trt_lite.trace.symbolic): a dynamic conversion's
+# NOTE: torch.zeros(n, 4) with a dynamic size n (converters/impl/sizes.py): a dynamic conversion's
 # tracer sees these calls as calls on traced values. With static sizes they are untraced and never
 # reach these converters (they build constants, see the module docstring).
 def _creation_check(call: Call) -> str | None:
@@ -167,7 +169,7 @@ def _create(kind: str) -> Any:
         if Y.is_sym(value):  # torch.full(shape, x.size(0)): the size's network value, not the traced one
             v = Y.scalar(ctx, value, out.dtype)
             return S.expand(ctx, S.reshape(ctx, v, [1] * len(sizes)), sizes) if sizes else v
-        Y.mark_filled(ctx, out, out.flatten()[0].item() if out.numel() else value)
+        ctx.mark_filled(out, out.flatten()[0].item() if out.numel() else value)
         one = ctx.constant(torch.full((1,) * len(sizes), value, dtype=out.dtype))
         return S.expand(ctx, one, sizes) if sizes else ctx.constant(torch.full((), value, dtype=out.dtype))
 

@@ -7,15 +7,17 @@ Each op is registered as ``torch.<name>``, ``torch.Tensor.<name>``, the in-place
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.registry import Call, converter, register_table
-from torch2trt_lite.trace.context import ConversionContext
 
 from .elementwise import no_out
 from .impl import elementwise as E
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 # op name -> aliases sharing its semantics
 _OPS: dict[str, tuple[str, ...]] = {

@@ -3,7 +3,7 @@
 ``torchvision.models.detection._utils._topk_min(input, k, axis)`` is ``min(k, input.size(axis))``
 (SSD, RetinaNet, FCOS and the RPN call it before each ``topk``). Of the scores that passed a
 threshold, the size is data-dependent, and Python's ``min`` would compare it with ``k``: a branch the
-guard refuses (torch2trt_lite.trace.symbolic). Converted as :func:`torch2trt_lite.trace.symbolic.sym_min`, a size
+guard refuses (converters/impl/sizes.py). Converted as :func:`converters.impl.sizes.sym_min`, a size
 the network computes (a MIN of shape tensors), so ``topk`` takes every count the engine meets.
 
 The two-stage detectors' per-detection Python loops become vectorized converters: Mask R-CNN's
@@ -17,15 +17,18 @@ Registered once the user has imported torchvision.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from torch2trt_lite.errors import ConverterRefusal
 from torch2trt_lite.registry import Call, converter, when_imported
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext, ConverterRefusal
 
 from .detection import column, filled_like
+from .impl import sizes as Y
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def convert_topk_min(ctx: ConversionContext, call: Call) -> Any:
@@ -157,7 +160,7 @@ def _image_bound() -> tuple[int, int] | None:
         shapes = frame.f_locals.get("image_shapes")
         if isinstance(shapes, (list, tuple)) and shapes and all(
                 isinstance(s, (list, tuple, torch.Size)) and len(s) == 2 for s in shapes):
-            up = [[int(Y._bounds(v)[1]) if Y.is_sym(v) else int(v) for v in s] for s in shapes]
+            up = [[int(Y.bounds(v)[1]) if Y.is_sym(v) else int(v) for v in s] for s in shapes]
             return max(s[0] for s in up), max(s[1] for s in up)
         frame = frame.f_back
     return None

@@ -13,7 +13,7 @@ as converted calls (their internals are not traced) and add no layers:
 The SDPA integration (``transformers.integrations.sdpa_attention.sdpa_attention_forward``) branches
 on the query length: ``is_causal = q_length > 1 and ...`` and, for grouped-query attention with a
 mask, ``q_length == 1`` picks ``pack_gqa`` instead of ``repeat_kv``. With a dynamic sequence range
-that holds 1 the guard (torch2trt_lite.trace.symbolic) would refuse both; :func:`_sdpa_general_path`
+that holds 1 the guard (converters/impl/sizes.py) would refuse both; :func:`_sdpa_general_path`
 answers them with the general branch (``q_length > 1``: True, ``q_length == 1``: False), which is
 provably the same at length 1: ``repeat_kv`` is exact GQA at every length, and a causal mask of
 ``q_length == kv_length == 1`` masks nothing (so ``is_causal=True`` equals ``False`` there). Only
@@ -27,12 +27,17 @@ them with ``supported_ops()`` does, when it is installed).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.registry import Call, converter, when_imported
-from torch2trt_lite.trace.context import ConversionContext
+
+from .impl import sizes as Y
+from .impl.active import active_context
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 _SKIP_TARGETS = (
     "transformers.masking_utils._ignore_bidirectional_mask_sdpa",
@@ -42,17 +47,16 @@ _SKIP_TARGETS = (
 
 def _mask_of_ones(mask: Any) -> bool:
     """Is every element of traced ``mask`` 1 (True) for every input: a creation of ones
-    (symbolic.filled_value), or a network tensor that the network itself proves to be all ones
+    (``ctx.filled_value``), or a network tensor that the network itself proves to be all ones
     (:func:`_uniform_value`: e.g. DETR's pixel mask, torch.ones of the dynamic batch indexed, cast and
     interpolated before it reaches the shortcut)?"""
-    from torch2trt_lite.trace import symbolic as Y
-    from torch2trt_lite.trace.tracer import _ACTIVE
-
-    if Y.filled_value(mask) in (True, 1):
+    ctx = active_context()  # NOTE: a check= function: no ctx of its own
+    if ctx is None:
+        return False
+    if ctx.filled_value(mask) in (True, 1):
         return True
-    tracer = _ACTIVE.get()
-    entry = tracer.ctx.mapped(mask) if tracer is not None and tracer.ctx.network is not None else None
-    return entry is not None and _uniform_value(tracer.ctx, entry[0]) in (True, 1)  # type: ignore[union-attr]
+    entry = ctx.mapped(mask) if ctx.network is not None else None
+    return entry is not None and _uniform_value(ctx, entry[0]) in (True, 1)
 
 
 # Layers whose output elements are elements of their input 0 (converted to the output type): a tensor
@@ -112,9 +116,7 @@ def _uniform_value(ctx: ConversionContext, it: Any) -> Any:
 def _skip_holds_for_every_size(call: Call) -> bool:
     """No mask values are read (``padding_mask`` None) and the sizes the decision compares are static
     or the same dynamic size (``kv_length == q_length`` of one sequence): dynamic shapes, where the
-    call is converted because its sizes are symbolic (torch2trt_lite.trace.symbolic)."""
-    from torch2trt_lite.trace import symbolic as Y
-
+    call is converted because its sizes are symbolic (converters/impl/sizes.py)."""
     mask = call.arg(0, "padding_mask", None)
     if mask is not None and not _mask_of_ones(mask):  # a mask of ones (a creation) pads nothing
         return False
@@ -125,7 +127,7 @@ def _skip_holds_for_every_size(call: Call) -> bool:
         return False
     if not Y.has_sym(sizes[:2]):
         return True
-    return Y.is_sym(sizes[0]) and Y.is_sym(sizes[1]) and Y._key(sizes[0]) == Y._key(sizes[1])
+    return Y.is_sym(sizes[0]) and Y.is_sym(sizes[1]) and Y.size_key(sizes[0]) == Y.size_key(sizes[1])
 
 
 def _check_mask_skip(call: Call) -> str | None:
@@ -154,27 +156,22 @@ def _register() -> None:
 
 def _sdpa_general_path(frame: Any, size: Any, op: str, other: Any, traced: bool) -> bool | None:
     """The guard rule for sdpa_attention_forward's ``q_length`` branches (see the module docstring)."""
-    from torch2trt_lite.trace import symbolic as Y
-    from torch2trt_lite.trace.tracer import _ACTIVE
-
     if frame.f_locals.get("q_length") is not size or type(other) is not int or other != 1 or size._lo < 1:
         return None
     if op == "eq" and not traced:  # q_length == 1: False takes repeat_kv, exact GQA at every length
         return False
     if op == "gt" and traced:  # q_length > 1: True keeps is_causal, the same at q_length == kv_length == 1
-        tracer, key = _ACTIVE.get(), frame.f_locals.get("key")
-        if tracer is None or key is None:
+        ctx, key = active_context(), frame.f_locals.get("key")
+        if ctx is None or key is None:
             return None
-        kv = Y.sizes_of(tracer.ctx, key)
-        if len(kv) == 4 and Y.is_sym(kv[2]) and Y._key(kv[2]) == Y._key(size):
+        kv = Y.sizes_of(ctx, key)
+        if len(kv) == 4 and Y.is_sym(kv[2]) and Y.size_key(kv[2]) == Y.size_key(size):
             return True
     return None
 
 
 def _register_sdpa_guards() -> None:
     from transformers.integrations import sdpa_attention
-
-    from torch2trt_lite.trace import symbolic as Y
 
     Y.specialize_guard(sdpa_attention.sdpa_attention_forward.__code__, _sdpa_general_path)
 
@@ -202,8 +199,6 @@ def _check_padding_mask(call: Call) -> str | None:
 
 
 def convert_padding_mask(ctx: ConversionContext, call: Call) -> Any:
-    from torch2trt_lite.trace import symbolic as Y
-
     from .impl import shape as S
 
     mask = call.arg(0, "attention_mask", None)
@@ -212,7 +207,7 @@ def convert_padding_mask(ctx: ConversionContext, call: Call) -> Any:
     length = call.arg(1, "kv_length") + call.arg(2, "kv_offset", 0)
     have = Y.sizes_of(ctx, mask)[-1]
     static = not (Y.has_sym([length]) or Y.is_sym(have))
-    if (static and call.output is mask) or (not static and Y._key(length) == Y._key(have)):
+    if (static and call.output is mask) or (not static and Y.size_key(length) == Y.size_key(have)):
         return ctx.itensor(mask)  # nothing to pad (a dynamic mask of the sequence itself: the same size)
     work = torch.int32 if mask.dtype == torch.bool else mask.dtype  # NOTE: padded in numbers, cast back
     it = ctx.cast(ctx.itensor(mask), work)

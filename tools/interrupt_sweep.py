@@ -29,7 +29,7 @@ import torch
 from torch._C import _len_torch_function_stack
 
 import torch2trt_lite
-from torch2trt_lite.registry import REGISTRY, _load_builtin_converters
+from torch2trt_lite.registry import REGISTRY, load_builtin_converters
 from torch2trt_lite.trace import tracer
 
 # The functions an interrupt is injected into (those that exist: the sweep also runs on older code).
@@ -54,7 +54,7 @@ def target_codes() -> dict[CodeType, str]:
 
 def snapshot() -> Snapshot:
     """(owner, attr) -> (owner, attr, has an own entry, the object found), for every registered target."""
-    _load_builtin_converters()
+    load_builtin_converters()
     snap: Snapshot = {}
     for record in REGISTRY.records():
         for owner, attr in record.owners:

@@ -26,6 +26,21 @@ class ConversionError(Torch2TRTError):
     """A converter failed to express a call as TensorRT layers."""
 
 
+class ConverterRefusal(ConversionError):
+    """Raised by a converter that cannot convert this particular call (its arguments): the tracer
+    reports it as an unsupported call, naming the op, the module path and the user's source line."""
+
+
+class FrozenValueError(ConverterRefusal):
+    """A converter asked for a constant holding values computed from the inputs: they would be
+    frozen into the engine."""
+
+
+class DynamicSizeGuardError(ConversionError):
+    """The model's code branched on (compared, or tested the truth of) a dynamic size whose result
+    depends on the size within the profile's range."""
+
+
 class NetworkDefinitionError(Torch2TRTError):
     """The TensorRT network API refused a layer, an attribute or a tensor (sim or TensorRT)."""
 
@@ -36,6 +51,10 @@ class BuildError(Torch2TRTError):
 
 class EngineFileError(Torch2TRTError):
     """An engine file is truncated, corrupt, foreign or of an incompatible version."""
+
+
+class EngineStateError(EngineFileError, RuntimeError):
+    """``TRTModule.load_state_dict`` refused a state dict (a RuntimeError too, as torch's own errors are)."""
 
 
 class RuntimeExecutionError(Torch2TRTError):
@@ -58,7 +77,11 @@ __all__ = [
     "BackendUnavailableError",
     "BuildError",
     "ConversionError",
+    "ConverterRefusal",
+    "DynamicSizeGuardError",
     "EngineFileError",
+    "EngineStateError",
+    "FrozenValueError",
     "InternalError",
     "NetworkDefinitionError",
     "PluginError",

@@ -167,7 +167,7 @@ def _index(ns_name: str) -> dict[int, list[str]]:
     return idx
 
 
-def _owners_of_function(obj: Any) -> list[tuple[Any, str, str]]:
+def owners_of_function(obj: Any) -> list[tuple[Any, str, str]]:
     """Every (owner, attr, qualname) through which a function is reachable: its defining module and
     public parents, then torch's public namespaces. The first one names the target."""
     candidates: list[str] = []
@@ -202,13 +202,13 @@ def resolve_target(target: Any) -> tuple[str, str, tuple[tuple[Any, str], ...], 
             return target, "property", (), value
         if owner is torch.Tensor or isinstance(owner, type):
             return target, "method", ((owner, attr),), value
-        owners = _owners_of_function(value) or [(owner, attr, target)]
+        owners = owners_of_function(value) or [(owner, attr, target)]
         if not any(o is owner and a == attr for o, a, _ in owners):
             owners.append((owner, attr, target))
         return target, "function", tuple((o, a) for o, a, _ in owners), value
     if isinstance(target, type):
         return _resolve_class(target)
-    owners = _owners_of_function(target)
+    owners = owners_of_function(target)
     if not owners:
         raise Torch2TRTError(
             f"cannot find where {target!r} lives; register it by its dotted name, e.g. 'package.module.func'"
@@ -291,7 +291,7 @@ def register_table(
 def supported_ops() -> list[str]:
     """Qualified names of every registered target, sorted (with the converters for optional packages
     that are installed, such as transformers: listing them imports those packages)."""
-    _load_builtin_converters()
+    load_builtin_converters()
     _register_optional(installed=True)
     return sorted(REGISTRY._records)
 
@@ -328,10 +328,14 @@ def _register_optional(installed: bool = False) -> None:
         register()
 
 
-def _load_builtin_converters() -> None:
+def load_builtin_converters() -> None:
+    """Register the built-in converters (every family of ``torch2trt_lite.converters`` and the built-in
+    plugins' converters) once, and those of the optional packages the user has imported since."""
     global _LOADED
     if not _LOADED:
         _LOADED = True
-        importlib.import_module("torch2trt_lite.converters")
+        importlib.import_module("torch2trt_lite.converters").load()
         importlib.import_module("torch2trt_lite.plugins_cuda")  # built-in plugins register converters
     _register_optional()
+
+

@@ -9,13 +9,11 @@ shapes or masks IAttention refuses)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
-
+from . import sizes as Y
 from .elementwise import unsqueeze_to
 from .linear import linear
 from .nn_common import (
@@ -34,6 +32,9 @@ from .nn_common import (
     unsqueeze,
 )
 from .normalization import vector_norm
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def _select(ctx: ConversionContext, cond: Any, a: Any, b: Any) -> Any:
@@ -120,7 +121,7 @@ def fused_attention(ctx: ConversionContext, q: Any, k: Any, v: Any, mask: Any | 
         ms = Y.network_sizes(ctx, mask)
         want = (Y.network_sizes(ctx, q)[2], Y.network_sizes(ctx, k)[2])
         if any(Y.is_sym(m) or m == 1 for m in ms[2:]) and not all(
-            Y.is_sym(m) and Y.is_sym(w) and Y._key(m) == Y._key(w) for m, w in zip(ms[2:], want, strict=True)
+            Y.is_sym(m) and Y.is_sym(w) and Y.size_key(m) == Y.size_key(w) for m, w in zip(ms[2:], want, strict=True)
         ):
             from .shape import expand
 

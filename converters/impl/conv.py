@@ -15,14 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.errors import ConversionError
-from torch2trt_lite.trace.context import ConversionContext
 
 from .nn_common import ntuple, rank, squeeze, unsqueeze
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 @dataclass
@@ -255,7 +257,7 @@ def unfold(ctx: ConversionContext, x: Any, kernel: Sequence[int], dilation: Sequ
     shape = tuple(x.shape)
     c = shape[-3]
     if c < 0 or any(d < 0 for d in shape[-2:]):
-        from torch2trt_lite.trace.context import ConverterRefusal
+        from torch2trt_lite.errors import ConverterRefusal
 
         # NOTE: the channels set the one-hot kernel's size, the spatial dims the output's
         raise ConverterRefusal(f"unfold of an input whose channels or spatial dims are dynamic ({shape}, -1 = dynamic)")

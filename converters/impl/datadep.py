@@ -3,15 +3,16 @@ gathers by coordinates, and the index tensors of a traced boolean mask."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
-
 from . import elementwise as E
 from . import shape as S
+from . import sizes as Y
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def nonzero_coords(ctx: ConversionContext, x: Any, traced: torch.Tensor) -> Any:
@@ -26,7 +27,7 @@ def nonzero_coords(ctx: ConversionContext, x: Any, traced: torch.Tensor) -> Any:
         layer.indices_type = ctx.trt.int64
     out = ctx.cast(layer.get_output(0), torch.int64)
     n = int((traced != 0).sum())
-    Y.data_dependent(ctx, out, (traced.dim(), n), f"nonzero count ({traced.dim()}-D input)", hi=traced.numel())
+    ctx.data_dependent(out, (traced.dim(), n), f"nonzero count ({traced.dim()}-D input)", hi=traced.numel())
     return out
 
 

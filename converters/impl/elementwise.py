@@ -8,14 +8,17 @@ of both. ``arith``/``compare``/``logical`` accept torch tensors, Python scalars 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.errors import ConversionError
-from torch2trt_lite.trace.context import ConversionContext
-from torch2trt_lite.trace.symbolic import SymSize
-from torch2trt_lite.trace.symbolic import scalar as sym_scalar
+
+from .sizes import SymSize
+from .sizes import scalar as sym_scalar
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 _INTS = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
@@ -218,9 +221,7 @@ def _atan2(ctx: ConversionContext, y: Any, x: Any) -> Any:
 
 
 def _dtype_of(ctx: ConversionContext, it: Any) -> torch.dtype:
-    from torch2trt_lite.sim import _dtypes
-
-    return _dtypes.torch_dtype(_dtypes.DataType(int(it.dtype)))
+    return ctx.dtype_of(it)
 
 
 def dtype_of(ctx: ConversionContext, it: Any) -> torch.dtype:

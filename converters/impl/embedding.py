@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torch2trt_lite.trace.context import ConversionContext
-
 from .nn_common import const, ew, gather, matmul, rank, reduce, reshape
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def embedding(ctx: ConversionContext, weight: Any, indices: Any) -> Any:

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torch2trt_lite.errors import ConversionError
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext, ConverterRefusal
+from torch2trt_lite.errors import ConversionError, ConverterRefusal
 
 from . import elementwise as E
 from . import shape as S
+from . import sizes as Y
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 @dataclass
@@ -218,7 +220,7 @@ def _getitem_dynamic(ctx: ConversionContext, x: torch.Tensor, it: Any, items: li
             # the index's sizes (with their bounds) along the gathered dim; the others' as sliced
             kept = list(Y.network_sizes(ctx, sliced))
             kept = [traced_out[i] if i < len(traced_out) and not Y.is_sym(v) else v for i, v in enumerate(kept)]
-            Y.known_sizes(ctx, out, kept[:dims[0]] + list(Y.sizes_of(ctx, index)) + kept[dims[0] + 1:], traced_out)
+            ctx.known_sizes(out, kept[:dims[0]] + list(Y.sizes_of(ctx, index)) + kept[dims[0] + 1:], traced_out)
         return out
     n = len(sizes)
     rest = [d for d in range(n) if d not in dims]
@@ -363,7 +365,7 @@ def setitem(ctx: ConversionContext, x: torch.Tensor, base: Any, index: Any, valu
 def _sizes_of_base(ctx: ConversionContext, x: torch.Tensor, base: Any) -> tuple[Any, ...]:
     """The sizes of ``base`` (x's network tensor before an assignment) with their traced values (x's
     sizes), so dynamic dims take the ranges of the inputs they were traced beside (duck sizing)."""
-    state = getattr(ctx, "_symbolic", None)
+    state = ctx.symbolic
     if state is not None and len(tuple(base.shape)) == x.dim():
         sizes = state.itensor_sizes(base, tuple(x.shape))
         if sizes is not None:
@@ -391,7 +393,7 @@ def _dynamic_region(ctx: ConversionContext, base: Any, items: list[Item], shape:
 def _same_size(a: Any, b: Any) -> bool:
     """Are ``a`` and ``b`` (ints or dynamic sizes) the same size for every input shape?"""
     if Y.is_sym(a) or Y.is_sym(b):
-        return Y.is_sym(a) and Y.is_sym(b) and Y._key(a) == Y._key(b)
+        return Y.is_sym(a) and Y.is_sym(b) and Y.size_key(a) == Y.size_key(b)
     return bool(a == b)
 
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import string
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.errors import ConversionError
-from torch2trt_lite.trace.context import ConversionContext
 
 from .nn_common import const, ew, matmul, rank, reduce, reshape, squeeze, unsqueeze
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def torch_matmul(ctx: ConversionContext, a: Any, b: Any) -> Any:

@@ -8,12 +8,16 @@ a dimension becomes dynamic.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.errors import ConversionError
-from torch2trt_lite.trace.context import ConversionContext
+
+from .active import active_context
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def rank(it: Any) -> int:
@@ -172,10 +176,8 @@ def ntuple(value: Any, n: int) -> tuple[int, ...]:
 
 def is_traced(t: Any) -> bool:
     """Whether ``t`` is derived from the network inputs (usable in ``check=`` functions)."""
-    from torch2trt_lite.trace.tracer import _ACTIVE
-
-    tracer = _ACTIVE.get()
-    return tracer is not None and isinstance(t, torch.Tensor) and tracer.ctx.is_traced(t)
+    ctx = active_context()
+    return ctx is not None and isinstance(t, torch.Tensor) and ctx.is_traced(t)
 
 
 def float_dtype(dtype: torch.dtype) -> bool:

@@ -4,14 +4,15 @@ group norm, instance norm, RMS norm, LRN and Lp normalization."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torch2trt_lite.trace.context import ConversionContext
-
 from .conv import fold_affine
 from .nn_common import const, ew, is_traced, rank, reduce, reshape, squeeze, unary, unsqueeze
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def channel_affine(ctx: ConversionContext, it: Any, scale: torch.Tensor, shift: torch.Tensor,

@@ -9,13 +9,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
-
+from . import sizes as Y
 from .nn_common import (
     const,
     ew,
@@ -29,6 +27,9 @@ from .nn_common import (
     squeeze,
     unsqueeze,
 )
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 def out_size(size: int, k: int, s: int, p: int, ceil_mode: bool, d: int = 1) -> int:

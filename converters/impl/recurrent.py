@@ -10,15 +10,16 @@ with time) and the last hidden (and cell) state (LAST_VALUE of the recurrences).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
-
+from . import sizes as Y
 from .linear import linear
 from .nn_common import concat, const, ew, matmul, rank, slice_axis, squeeze, unsqueeze
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 
 @dataclass

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.errors import ConversionError
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
 
 from . import elementwise as E
 from . import shape as S
+from . import sizes as Y
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 _TOPK_OK = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64)
 _REDUCE_OK = (torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int32, torch.int64)

@@ -4,15 +4,17 @@ grid sample, affine grid, pixel (un)shuffle."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torch2trt_lite.errors import ConversionError
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
 
+from . import sizes as Y
 from .nn_common import const, matmul, permute, rank, reshape
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 # torch interpolate mode -> (InterpolationMode, coordinate transformation when not align_corners, rounding)
 _MODES = {

@@ -9,16 +9,19 @@ unknown dim becomes ``-1``, and otherwise the output shape is computed as a shap
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from torch2trt_lite.errors import ConversionError
-from torch2trt_lite.trace import symbolic as Y
-from torch2trt_lite.trace.context import ConversionContext
+
+from . import sizes as Y
+
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.context import ConversionContext
 
 # A dim of a reshape spec: a static size (int >= 0), ``Copy(i)``: dim ``i`` of the input, or a dynamic
-# size read while tracing (a ``torch2trt_lite.trace.symbolic.SymSize``).
+# size read while tracing (a ``sizes.SymSize``).
 DimSpec = Any
 
 

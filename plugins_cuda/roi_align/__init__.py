@@ -253,7 +253,7 @@ def rois_from_boxes(ctx: Any, boxes: list[torch.Tensor] | tuple[torch.Tensor, ..
         idx = [torch.full((b.shape[0], 1), float(i), dtype=dtype, device=b.device) for i, b in enumerate(boxes)]
         return ctx.itensor(torch.cat([torch.cat([i, b], 1) for i, b in zip(idx, boxes, strict=True)], 0))
     from torch2trt_lite.converters.impl import shape as S
-    from torch2trt_lite.trace import symbolic as Y
+    from torch2trt_lite.converters.impl import sizes as Y
 
     parts = []
     for i, b in enumerate(boxes):

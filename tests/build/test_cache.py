@@ -178,7 +178,7 @@ def test_cache_dir_must_be_a_folder(tmp_path: pathlib.Path) -> None:
         torch2trt_lite.convert(_net(), [X], backend="sim", cache_dir=f)
 
 
-@pytest.mark.skipif(not HAS_RTX, reason="needs TensorRT-RTX (pip install -e '.[rtx]')")
+@pytest.mark.rtx
 def test_rtx_engine_cached(tmp_path: pathlib.Path) -> None:
     m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()).eval()
     x = torch.randn(2, 4)
@@ -199,7 +199,7 @@ def test_timing_cache_is_a_no_op_on_the_sim(tmp_path: pathlib.Path) -> None:
         torch.testing.assert_close(t(X), m(X), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.skipif(not HAS_RTX, reason="needs TensorRT-RTX (pip install -e '.[rtx]')")
+@pytest.mark.rtx
 def test_timing_cache_written_and_reused_on_rtx(tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
     m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()).eval()
     x = torch.randn(2, 4)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 from typing import Any
 
@@ -15,8 +14,6 @@ import torch2trt_lite
 import torch2trt_lite.sim as sim
 from torch2trt_lite.build.progress import RichProgress
 from torch2trt_lite.errors import BuildError, Torch2TRTError
-
-HAS_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
 
 
 class Recorder:
@@ -185,7 +182,7 @@ def test_progress_argument_checked() -> None:
 
 
 # -------------------------------------------------------------------------------- TensorRT-RTX
-@pytest.mark.skipif(not HAS_RTX, reason="needs TensorRT-RTX (pip install -e '.[rtx]')")
+@pytest.mark.rtx
 def test_rtx_builder_reports_phases_through_convert() -> None:
     m, x = _model()
     rec = Recorder()

@@ -32,7 +32,7 @@ import pytest
 import torch
 
 import torch2trt_lite
-from torch2trt_lite.convert import network_layers
+from torch2trt_lite.build.define import network_layers
 from torch2trt_lite.errors import Torch2TRTError
 
 rtx = pytest.importorskip("tensorrt_rtx", reason="the real-builder tier needs TensorRT-RTX: pip install -e '.[rtx]'")

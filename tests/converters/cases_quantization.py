@@ -50,11 +50,11 @@ CASES = [
          lambda x: torch.fake_quantize_per_channel_affine(x, _S8, _ZP8, 1, -127, 127), lambda: [randn(3, 8) * 2.7]),
     Case("fake_quantize_fp8_per_tensor",
          lambda x: qz.fake_quantize_fp8(x, torch.tensor([0.00731])), lambda: [randn(2, 8, 5) * 3.3],
-         targets=["torch2trt_lite.quantization.fake_quantize_fp8"]),
+         targets=["torch2trt_lite.quantization.fake.fake_quantize_fp8"]),
     Case("fake_quantize_fp8_per_channel_saturates",
          lambda x: qz.fake_quantize_fp8(x, _S8 * 0.01, 1), lambda: [randn(2, 8, 5) * 3.3]),
     Case("fake_quantize_weight_int8", lambda: _QuantWeightLinear("int8"), lambda: [randn(3, 8)], is_module=True,
-         targets=["torch2trt_lite.quantization.fake_quantize_weight"]),
+         targets=["torch2trt_lite.quantization.fake.fake_quantize_weight"]),
     Case("fake_quantize_weight_fp8", lambda: _QuantWeightLinear("fp8"), lambda: [randn(3, 8)], is_module=True),
 ]
 

@@ -22,7 +22,6 @@ from tests.converters.cases_detection import boxes_scores, distinct, with_classe
 from torch2trt_lite import Input
 from torch2trt_lite.errors import Torch2TRTError, UnsupportedOperatorError
 
-HAS_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
 NO_RUNNER = "has no runners that implement it"
 
 
@@ -252,7 +251,7 @@ def _rtx_verdict(fn: Any, xs: list[Any]) -> tuple[list[Any], list[Any], bool, st
     return sim.layers(), real.layers(), plan is not None, "; ".join(real.logger.errors)
 
 
-@pytest.mark.skipif(not HAS_RTX, reason="needs TensorRT-RTX (pip install -e '.[rtx]')")
+@pytest.mark.rtx
 @pytest.mark.parametrize("what, fn, xs, layer, builds", [
     ("nms", lambda b, s: torchvision.ops.nms(b, s, 0.5), boxes_scores(50), "NMS", False),
     ("batched_nms", lambda b, s, c: torchvision.ops.batched_nms(b, s, c, 0.5), with_classes(50), "NMS", False),
@@ -271,7 +270,7 @@ def test_tensorrt_rtx_per_layer(what: str, fn: Any, xs: list[Any], layer: str, b
         assert NO_RUNNER in errors, errors
 
 
-@pytest.mark.skipif(not HAS_RTX, reason="needs TensorRT-RTX (pip install -e '.[rtx]')")
+@pytest.mark.rtx
 def test_tensorrt_rtx_builds_topk_with_a_shape_tensor_k() -> None:
     """sort along a dynamic dim: ITopKLayer's k from set_input(1, shape tensor); TensorRT-RTX builds it."""
     spec = [Input((1, 5), (6, 5), (12, 5), example=torch.randn(6, 5))]

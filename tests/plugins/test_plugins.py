@@ -35,6 +35,7 @@ from torch2trt_lite.plugins import (
     Input,
     Launch,
     api,
+    declaration,
     declare_plugin,
     float_attr,
     floats_attr,
@@ -385,7 +386,7 @@ def test_plan_with_an_undeclared_plugin_fails_to_load_with_plugin_error() -> Non
     plan = bytes(engine.serialize())
     ok, (y,) = _run(sim.Runtime(sim.Logger()).deserialize_cuda_engine(plan), {"x": torch.ones(2, 3)}, 1)
     assert ok and torch.equal(y, torch.full((2, 3), 3.0))
-    del api._PLUGINS[pdef.key]  # NOTE: simulates a fresh process that never declared it
+    del declaration._PLUGINS[pdef.key]  # NOTE: simulates a fresh process that never declared it
     # like TensorRT: deserialization returns None and logs why (the plugin is unknown here)
     from torch2trt_lite.backends import CapturingLogger
 
@@ -667,7 +668,8 @@ def _manifest(version: str) -> dict[str, Any]:
 
 def test_tensorrt_names_used_by_plugins_exist_in_every_supported_version() -> None:
     used: set[tuple[str, ...]] = set()
-    for path in (REPO / "torch2trt_lite/plugins/trt_plugin.py", REPO / "torch2trt_lite/plugins/api.py"):
+    for path in (REPO / "torch2trt_lite/plugins/trt_plugin.py", REPO / "torch2trt_lite/plugins/api.py",
+                 REPO / "torch2trt_lite/plugins/declaration.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "trt":

@@ -151,7 +151,7 @@ def test_histogram_methods_against_direct_computation() -> None:
     g = torch.Generator().manual_seed(0)
     batches = [torch.randn(4096, generator=g) * (1 + i) for i in range(3)]  # growing ranges: bins double
     x = torch.cat(batches)
-    obs = qz._Observer(2048, histogram=True)
+    obs = qz.Observer(2048, histogram=True)
     for b in batches:
         obs.observe(b)
     assert obs.hist is not None and float(obs.hist.sum()) == x.numel()

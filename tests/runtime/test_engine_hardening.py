@@ -22,7 +22,7 @@ import torch
 import torch2trt_lite
 from torch2trt_lite import sim
 from torch2trt_lite.errors import EngineFileError, Torch2TRTError
-from torch2trt_lite.runtime import engine_file, module
+from torch2trt_lite.runtime import engine_file, module, structure
 from torch2trt_lite.sim import _plan, _runtime
 
 
@@ -211,7 +211,7 @@ def test_deeply_nested_json_header_is_refused(engine_bytes: bytes) -> None:
 
 
 def test_namedtuple_cache_is_bounded() -> None:
-    assert module._namedtuple.cache_info().maxsize is not None
+    assert structure._namedtuple.cache_info().maxsize is not None
     assert engine_file.MAX_FIELDS <= 1000
 
 

@@ -147,7 +147,7 @@ def test_engine_file_is_header_then_plan(structured: tuple, tmp_path: object) ->
 
 
 def test_uninitialized_buffers() -> None:
-    from torch2trt_lite.runtime import _buffers
+    from torch2trt_lite import _buffers
 
     buf = _buffers.uninitialized(1 << 20)
     assert isinstance(buf, bytearray) and len(buf) == 1 << 20

@@ -7,8 +7,6 @@ installed, against TensorRT-RTX's own shape inference (the spec)."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,8 +14,6 @@ import torch.nn.functional as F
 import torch2trt_lite
 from torch2trt_lite import Input
 from torch2trt_lite.sim import _core
-
-_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
 
 
 class Fn(torch.nn.Module):
@@ -63,7 +59,7 @@ def test_a_level_that_is_one_at_two_probes_is_dynamic_and_runs() -> None:
         torch.testing.assert_close(e(x), _stride64(x), rtol=0, atol=0)
 
 
-@pytest.mark.skipif(not _RTX, reason="TensorRT-RTX is not installed")
+@pytest.mark.rtx
 @pytest.mark.parametrize("which", ["stride64", "table"])
 def test_layer_shapes_equal_tensorrt_rtx(which: str) -> None:
     model: torch.nn.Module

@@ -16,8 +16,9 @@ import torch
 from rich.console import Console
 
 import torch2trt_lite
+from torch2trt_lite.cli.bench import add_parser, cmd_bench
 from torch2trt_lite.errors import Torch2TRTError
-from torch2trt_lite.tools.bench import add_parser, cmd_bench, parse_batch_sizes
+from torch2trt_lite.tools.bench import parse_batch_sizes
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 LABELS = ("eager PyTorch", "sim (TensorRT API on torch)", "torch.compile (mode=default)")

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 import torch2trt_lite
+from torch2trt_lite.cli.compare import add_parser
 from torch2trt_lite.registry import REGISTRY
-from torch2trt_lite.tools.compare import add_parser
 
 
 class SmallCNN(torch.nn.Module):
@@ -159,7 +159,7 @@ def test_cli_options_have_help() -> None:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
-@pytest.mark.skipif(importlib.util.find_spec("tensorrt_rtx") is None, reason="TensorRT-RTX is not installed")
+@pytest.mark.rtx
 def test_real_backend_without_gpu_refuses_clearly() -> None:
     with pytest.raises(torch2trt_lite.BackendUnavailableError, match="need a supported NVIDIA GPU to run"):
         torch2trt_lite.compare(_cnn(), [torch.randn(1, 3, 8, 8)], backend="tensorrt-rtx")

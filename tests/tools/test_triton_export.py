@@ -9,11 +9,10 @@ import pytest
 import torch
 
 import torch2trt_lite
+from torch2trt_lite.cli.triton import add_parser, cmd_export_triton
 from torch2trt_lite.errors import Torch2TRTError
 from torch2trt_lite.runtime import engine_file
 from torch2trt_lite.runtime.triton import (
-    add_parser,
-    cmd_export_triton,
     config_text,
     export_triton,
     triton_config,

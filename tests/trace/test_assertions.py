@@ -4,7 +4,6 @@ model's message."""
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import pytest
@@ -59,7 +58,7 @@ def test_assertion_on_more_than_one_element_is_refused_like_pytorch() -> None:
         torch2trt_lite.convert(Bad().eval(), [torch.rand(2, 3) + 1], backend="sim")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorrt_rtx") is None, reason="needs TensorRT-RTX")
+@pytest.mark.rtx
 def test_checks_build_on_tensorrt_rtx() -> None:
     for m, xs in ((Lengths().eval(), [torch.randn(3, 5), torch.tensor([5, 2, 4])]), (Positive().eval(), [torch.rand(2, 3) + 1])):
         trt = torch2trt_lite.convert(m, xs, backend="tensorrt-rtx", progress=False)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import torch2trt_lite
 from torch2trt_lite import ConversionError, Input, UnsupportedOperatorError
-from torch2trt_lite.trace import symbolic as Y
+from torch2trt_lite.errors import DynamicSizeGuardError
 
 
 def _line(fn: object, text: str) -> int:
@@ -83,7 +83,7 @@ def test_dynamic_check_lists_every_refusal_with_op_module_location_and_reason() 
 def test_convert_stops_at_the_first_refusal_that_check_lists() -> None:
     with pytest.raises(UnsupportedOperatorError, match="adaptive pooling cannot take a dynamic size"):
         torch2trt_lite.convert(Model().eval(), _SPEC, backend="sim")
-    with pytest.raises(Y.DynamicSizeGuardError, match=r"input_0\.size\(0\) > 4"):
+    with pytest.raises(DynamicSizeGuardError, match=r"input_0\.size\(0\) > 4"):
         torch2trt_lite.convert(Branchy().eval(), [torch.randn(4, 3)], backend="sim", max_batch_size=8)
 
 

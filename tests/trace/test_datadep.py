@@ -3,7 +3,6 @@ from them that stay symbolic, their refusals, and what the real builder says of 
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import pytest
@@ -11,7 +10,7 @@ import torch
 from torch import nn
 
 import torch2trt_lite
-from torch2trt_lite.trace.symbolic import DynamicSizeGuardError
+from torch2trt_lite.errors import DynamicSizeGuardError
 
 
 class Detect(nn.Module):
@@ -121,7 +120,7 @@ def test_nonzero_on_int64_compares_with_zero() -> None:
     torch.testing.assert_close(trt(torch.tensor([[1, 0, 0], [0, 0, 5]])), m(torch.tensor([[1, 0, 0], [0, 0, 5]])))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorrt_rtx") is None, reason="needs TensorRT-RTX")
+@pytest.mark.rtx
 def test_tensorrt_rtx_defines_nonzero_but_its_cpu_builder_has_no_runner() -> None:
     # Measured with TensorRT-RTX 1.7's CPU-only builder: the network defines (shapes and types are
     # accepted), and the build stops at the NonZero layer (named after the op that made it, here
@@ -190,7 +189,7 @@ def test_a_size_computed_from_float_values_is_refused() -> None:
         torch2trt_lite.convert(Count().eval(), [torch.randn(8)], backend="sim")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorrt_rtx") is None, reason="needs TensorRT-RTX")
+@pytest.mark.rtx
 def test_a_size_read_from_values_builds_on_tensorrt_rtx() -> None:
     # Measured: TensorRT-RTX 1.7 makes the int64 input a shape input and builds the plan (running it
     # needs a GPU: unexecuted here).

@@ -4,7 +4,6 @@ selection in ``TRTModule``, and the sim check that refuses a network with a bake
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 
@@ -204,7 +203,7 @@ def test_size_read_in_view_stays_symbolic() -> None:
     _match_at(e, m, (3, 16, 16))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorrt_rtx") is None, reason="TensorRT-RTX is not installed")
+@pytest.mark.rtx
 def test_dynamic_mlp_builds_on_tensorrt_rtx() -> None:
     e = torch2trt_lite.convert(_mlp(), [torch.randn(4, 6)], backend="tensorrt-rtx", max_batch_size=8, progress=False)
     assert len(e.plan) > 0

@@ -7,7 +7,6 @@ computations, not of precision loss."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 
@@ -269,10 +268,9 @@ def test_compare_in_fp16_reports_each_layer() -> None:
     assert report.entries
 
 
-_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
 
 
-@pytest.mark.skipif(not _RTX, reason="needs TensorRT-RTX (pip install 'torch2trt-lite[rtx]')")
+@pytest.mark.rtx
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_precision_networks_build_on_tensorrt_rtx(precision: str) -> None:
     """The same strongly typed network TensorRT-RTX builds: layer types equal the sim's."""
@@ -298,7 +296,7 @@ def _rtx_models() -> list[tuple[str, torch.nn.Module, list[torch.Tensor]]]:
     ]
 
 
-@pytest.mark.skipif(not _RTX, reason="needs TensorRT-RTX (pip install 'torch2trt-lite[rtx]')")
+@pytest.mark.rtx
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["resnet50", "vit_b_16", "BertModel"])
 def test_fp16_and_bf16_variants_of_the_named_models_build_on_tensorrt_rtx(index: int) -> None:
     """Issue 11: every precision variant of resnet50, vit_b_16 and BertModel builds on the real builder
@@ -340,7 +338,7 @@ def test_compare_in_fp16_finds_an_injected_wrong_layer() -> None:
     assert torch2trt_lite.compare(model, [x], backend="sim", precision="fp16", tolerance=3e-3).ok
 
 
-@pytest.mark.skipif(not _RTX, reason="needs TensorRT-RTX (pip install 'torch2trt-lite[rtx]')")
+@pytest.mark.rtx
 @pytest.mark.parametrize("dtype", ["int8", "fp8"])
 def test_quantized_resnet50_builds_on_tensorrt_rtx_alone_and_with_fp16(dtype: str) -> None:
     """INT8/FP8 Q/DQ (torch2trt_lite.quantize) builds on the real builder, in fp32 and with

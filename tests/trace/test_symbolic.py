@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 import torch2trt_lite
 from torch2trt_lite import ConversionError, Input, UnsupportedOperatorError
+from torch2trt_lite.errors import DynamicSizeGuardError
 from torch2trt_lite.trace import symbolic as Y
 
 TOL: dict[str, Any] = {"atol": 1e-5, "rtol": 1e-5}
@@ -199,7 +200,7 @@ def test_user_int_of_size_is_baked_and_caught_by_verify() -> None:
                                backend="sim", max_batch_size=8)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorrt_rtx") is None, reason="TensorRT-RTX is not installed")
+@pytest.mark.rtx
 def test_symbolic_network_builds_on_tensorrt_rtx() -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
         b = x.size(0)
@@ -228,7 +229,7 @@ def test_float_of_dynamic_size_is_refused_naming_line_dim_and_range(make: Callab
     def fn(x: torch.Tensor) -> torch.Tensor:
         return x * make(x.size(0))
 
-    with pytest.raises(Y.DynamicSizeGuardError,
+    with pytest.raises(DynamicSizeGuardError,
                        match=r"float of the dynamic size input_0\.size\(0\) \(traced as 4, range \[1, 8\]\) at "
                              r".*test_symbolic\.py:\d+"):
         torch2trt_lite.convert(Fn(fn).eval(), [torch.randn(4, 3)], backend="sim", max_batch_size=8)
@@ -340,7 +341,7 @@ def test_sdpa_length_branch_is_refused_when_traced_at_length_1() -> None:
     # traced at 1, `q_length > 1` is False (no causal mask): wrong for longer queries, so the guard refuses
     importlib.import_module("transformers.integrations.sdpa_attention")
     m = _SdpaBlock(1, True, False).eval()
-    with pytest.raises(Y.DynamicSizeGuardError, match=r"sdpa_attention\.py:\d+: `.*input_0\.size\(1\)\) > 1` is False"):
+    with pytest.raises(DynamicSizeGuardError, match=r"sdpa_attention\.py:\d+: `.*input_0\.size\(1\)\) > 1` is False"):
         torch2trt_lite.convert(m, [Input((1, 1, 8), (1, 1, 8), (1, 16, 8))], backend="sim")
 
 

@@ -140,7 +140,7 @@ def _probes() -> dict[str, Callable[[], Any]]:
         (n, id(inspect.getattr_static(torch.nn.Parameter, n))) for n in dir(torch.nn.Parameter)
     ]
     # every patched dunder of torch.Tensor, called as a method
-    registry._load_builtin_converters()
+    registry.load_builtin_converters()
     dunders = sorted({
         a for r in registry.REGISTRY.records() for o, a in r.owners
         if o is torch.Tensor and a.startswith("__") and a.endswith("__")

@@ -22,7 +22,6 @@ length 1). Resolutions: traced at 64x64, compared at 96x128 and 128x128.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -36,7 +35,6 @@ from tests.zoo.test_zoo import _VOCAB, ZOO, Zoo, _compare
 from torch2trt_lite import Input
 
 _ALL = os.environ.get("TORCH2TRT_LITE_DYNAMIC_ZOO") == "all"
-_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
 _BATCHES = (1, 3, 8)
 _TRACE_BATCH = 2
 
@@ -176,7 +174,7 @@ def _sim_probe_marks(name: str) -> list[Any]:
     return []
 
 
-@pytest.mark.skipif(not _RTX, reason="TensorRT-RTX is not installed")
+@pytest.mark.rtx
 @pytest.mark.parametrize("name", [pytest.param(n, id=n, marks=_sim_probe_marks(n)) for n in _SPATIAL])
 def test_cnn_dynamic_resolution_network_matches_tensorrt_rtx(name: str) -> None:
     """The sim's shape inference of a dynamic-resolution network equals the real builder's, layer by
@@ -194,7 +192,7 @@ def test_cnn_dynamic_resolution_network_matches_tensorrt_rtx(name: str) -> None:
 _RTX_BUILD = ["tv_mobilenet_v2", "hf_bert"]
 
 
-@pytest.mark.skipif(not _RTX, reason="TensorRT-RTX is not installed")
+@pytest.mark.rtx
 @pytest.mark.parametrize("zoo", [pytest.param(z, id=z.name, marks=_marks(z.name, _BATCH_XFAIL.get(z.name)))
                                  for z in _BATCH_CASES])
 def test_zoo_dynamic_batch_network_defines_on_tensorrt_rtx(zoo: Zoo) -> None:
@@ -208,7 +206,7 @@ def test_zoo_dynamic_batch_network_defines_on_tensorrt_rtx(zoo: Zoo) -> None:
     assert all(int(d.network.get_input(i).shape[0]) == -1 for i in range(d.network.num_inputs))
 
 
-@pytest.mark.skipif(not _RTX, reason="TensorRT-RTX is not installed")
+@pytest.mark.rtx
 @pytest.mark.parametrize("name", _RTX_BUILD)
 def test_zoo_dynamic_batch_builds_on_tensorrt_rtx(name: str) -> None:
     zoo = _BY_NAME[name]
@@ -220,7 +218,7 @@ def test_zoo_dynamic_batch_builds_on_tensorrt_rtx(name: str) -> None:
     assert engine.metadata["profiles"][0]["input_0"]["max"][0] == 8
 
 
-@pytest.mark.skipif(not _RTX, reason="TensorRT-RTX is not installed")
+@pytest.mark.rtx
 @pytest.mark.parametrize("name", _SPATIAL)
 def test_cnn_dynamic_resolution_defines_on_tensorrt_rtx(name: str) -> None:
     """Dynamic H and W on the real builder's network API: TensorRT keeps the pooled dims -1 and the
@@ -237,7 +235,7 @@ def test_cnn_dynamic_resolution_defines_on_tensorrt_rtx(name: str) -> None:
         assert len(engine.plan) > 0 and engine.metadata["outputs"][0]["shape"] == [1, 1000]
 
 
-@pytest.mark.skipif(not _RTX, reason="TensorRT-RTX is not installed")
+@pytest.mark.rtx
 @pytest.mark.parametrize("name", ["hf_bert", "hf_llama"])
 def test_text_model_dynamic_sequence_builds_on_tensorrt_rtx(name: str) -> None:
     """A dynamic batch and sequence length (fused attention over dynamic L and S, the padding and

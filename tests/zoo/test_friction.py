@@ -21,7 +21,7 @@ from torch import nn
 import torch2trt_lite
 from torch2trt_lite.errors import EngineFileError, Torch2TRTError
 from torch2trt_lite.runtime import engine_file
-from torch2trt_lite.runtime.module import decode_tree
+from torch2trt_lite.runtime.structure import decode_tree
 
 torchvision = pytest.importorskip("torchvision", reason="the roi_align tests need torchvision")
 transformers = pytest.importorskip("transformers", reason="the Hugging Face tests need transformers")

@@ -22,7 +22,6 @@ built by the real TensorRT-RTX builder. Budget: about 15 s on 2 cores.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 from collections.abc import Callable
 from typing import Any
@@ -38,7 +37,6 @@ from torch2trt_lite.errors import EngineFileError, RuntimeExecutionError, Torch2
 
 transformers = pytest.importorskip("transformers", reason="the KV-cache tests need transformers")
 
-_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
 VOCAB, LAYERS, HEADS, HEAD_DIM = 100, 2, 4, 16
 TRACE_PAST, MAX_PAST = 8, 64
 PASTS = (1, 32)
@@ -284,7 +282,7 @@ def test_static_cache_length_converts(mask_length: int) -> None:
         torch.testing.assert_close(v, wv, **TOL)
 
 
-@pytest.mark.skipif(not _RTX, reason="TensorRT-RTX is not installed")
+@pytest.mark.rtx
 def test_decode_step_builds_on_tensorrt_rtx() -> None:
     """The Llama cache form through TensorRT-RTX's real builder (it cannot run without a GPU): the
     dynamic past length as an optimization profile, every layer's output shape and dtype as the sim's."""

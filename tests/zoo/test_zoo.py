@@ -425,8 +425,8 @@ def test_converters_do_not_import_transformers() -> None:
     """The transformers converters wait for the user's import: loading the converters stays light."""
     code = (
         "import sys\n"
-        "from torch2trt_lite.registry import _load_builtin_converters\n"
-        "_load_builtin_converters()\n"
+        "from torch2trt_lite.registry import load_builtin_converters\n"
+        "load_builtin_converters()\n"
         "assert 'transformers' not in sys.modules, 'loading the converters imported transformers'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)

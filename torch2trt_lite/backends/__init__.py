@@ -207,6 +207,44 @@ def parse_compute_capabilities(trt: Any, values: Any) -> list[Any]:
     return out
 
 
+# ------------------------------------------------------------------------- types and weights
+_TRT_DTYPE_NAMES: dict[torch.dtype, str] = {}  # torch dtype -> DataType member name (the same in every backend)
+_TORCH_DTYPES: dict[int, torch.dtype] = {}  # int(DataType) -> the torch dtype holding its values
+
+
+def trt_dtype(trt: Any, dtype: torch.dtype) -> Any:
+    """The ``trt.DataType`` member (``trt``: a backend's API module) of torch ``dtype``; a
+    NetworkDefinitionError for a dtype TensorRT has no type for."""
+    name = _TRT_DTYPE_NAMES.get(dtype)
+    if name is None:
+        from torch2trt_lite.sim.extras import from_torch
+
+        name = _TRT_DTYPE_NAMES[dtype] = from_torch(dtype).name
+    return getattr(trt.DataType, name)
+
+
+def torch_dtype(trt_dtype: Any) -> torch.dtype:
+    """The torch dtype that holds values of a ``DataType`` member of any backend."""
+    key = int(trt_dtype)
+    hit = _TORCH_DTYPES.get(key)
+    if hit is None:
+        from torch2trt_lite.sim.extras import torch_dtype as to_torch
+
+        hit = _TORCH_DTYPES[key] = to_torch(trt_dtype)
+    return hit
+
+
+def deferred_weights(backend_name: str, shape: Any, dtype: torch.dtype, fill: Any) -> Any | None:
+    """Weights that ``fill(out)`` writes when the sim builds its plan (straight into the plan: derived
+    weights then never exist as a separate copy); None on a real backend, where the caller computes
+    them now."""
+    if backend_name != "sim":
+        return None
+    from torch2trt_lite.sim.extras import DeferredWeights
+
+    return DeferredWeights(shape, dtype, fill)
+
+
 # ------------------------------------------------------------------------------ logging
 _TRT_LOG = logging.getLogger("torch2trt_lite.tensorrt")
 

@@ -31,13 +31,18 @@ import json
 import logging
 import os
 import threading
+import time
 import types
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from torch2trt_lite.build.inputs import default_names
 from torch2trt_lite.errors import EngineFileError, Torch2TRTError
+
+if TYPE_CHECKING:
+    from torch2trt_lite.build.options import ConvertOptions, Setup, Target
 
 log = logging.getLogger("torch2trt_lite")
 
@@ -58,7 +63,8 @@ def reset_stats() -> None:
             _STATS[k] = 0
 
 
-def _count(what: str) -> None:
+def count(what: str) -> None:
+    """Count one ``hits``, ``misses`` or ``rebuilt`` in :func:`stats`."""
     with _LOCK:
         _STATS[what] += 1
 
@@ -227,7 +233,7 @@ def lookup(path: str, backend: str, input_names: Sequence[str], *, cuda_graph: b
             raise EngineFileError(f"{path}: the entry is for another backend or other inputs than its name says")
     except EngineFileError as e:
         log.warning("torch2trt-lite: engine cache entry %s does not load (%s); removing it and rebuilding", path, e)
-        _count("rebuilt")
+        count("rebuilt")
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -238,6 +244,41 @@ def lookup(path: str, backend: str, input_names: Sequence[str], *, cuda_graph: b
     return module
 
 
+def find(
+    cache_dir: str | os.PathLike[str], model: Any, setup: Setup, target: Target, options: ConvertOptions,
+) -> tuple[str, Any]:
+    """The entry of a conversion in ``cache_dir`` (its path), and its module on a hit (with
+    ``conversion_stats`` saying so) or None on a miss; both are counted and logged."""
+    res, be = setup.res, target.backend
+    names = default_names(setup.input_names, len(res.examples))
+    opts: dict[str, Any] = {
+        "max_workspace_size": setup.workspace,
+        "compute_capabilities": [str(c.name) for c in target.capabilities],
+        "input_names": names,
+        "output_names": list(options.output_names) if options.output_names is not None else None,
+    }
+    if res.dynamic:
+        opts["profiles"] = [[[list(s) for s in r] for r in p] for p in res.profiles]
+    if setup.policy is not None or setup.out_float is not None:
+        opts["precision"] = setup.precision_meta
+    if setup.in_tree is not None:
+        opts["in_tree"] = setup.in_tree
+    t_key = time.perf_counter()
+    entry = entry_path(cache_dir, key(model, res.examples, names, opts, be))
+    t_key = time.perf_counter() - t_key
+    t_load = time.perf_counter()
+    found = lookup(entry, be.name, names, cuda_graph=options.cuda_graph)
+    if found is None:
+        count("misses")
+        log.info("torch2trt-lite: engine cache miss: building %s", entry)
+        return entry, None
+    t_load = time.perf_counter() - t_load
+    count("hits")
+    log.info("torch2trt-lite: engine cache hit: %s", entry)
+    found.conversion_stats = {"cache": "hit", "key_s": t_key, "load_s": t_load}
+    return entry, found
+
+
 def store(module: Any, path: str) -> None:
     """Save ``module`` as the entry ``path`` (atomically); a failure is a warning, not an error."""
     try:
@@ -246,4 +287,4 @@ def store(module: Any, path: str) -> None:
         log.warning("torch2trt-lite: the engine was built but not cached: %s", e)
 
 
-__all__ = ["entry_path", "key", "lookup", "reset_stats", "stats", "store"]
+__all__ = ["count", "entry_path", "find", "key", "lookup", "reset_stats", "stats", "store"]

@@ -44,6 +44,7 @@ from .api import (
     int_attr,
     ints_attr,
     load_builtin_plugins,
+    prepare_backend,
     registered_plugins,
     str_attr,
 )
@@ -52,5 +53,6 @@ __all__ = [
     "DEFAULT_NAMESPACE", "F32", "F64", "I32", "I64", "REQUIRED", "Attr", "Attrs", "CudaKernel", "In", "Input",
     "Launch", "LaunchInfo", "Out", "PluginCall", "PluginDef", "Shapes", "Workspace", "add_plugin", "bind_call",
     "bool_attr", "cdiv", "declare_plugin", "dmax", "dmin", "find_plugin", "float_attr", "floats_attr",
-    "get_plugin", "int_attr", "ints_attr", "load_builtin_plugins", "registered_plugins", "str_attr",
+    "get_plugin", "int_attr", "ints_attr", "load_builtin_plugins", "prepare_backend", "registered_plugins",
+    "str_attr",
 ]

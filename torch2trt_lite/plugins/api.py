@@ -18,561 +18,77 @@ A declaration (:func:`declare_plugin`) states the plugin's contract once:
   ``nn.Module`` subclass or an ``autograd.Function`` subclass. A converter is registered for each,
   so ``convert`` turns those calls into one plugin layer.
 
-The registry here maps (name, version, namespace) to declarations; the sim's plugin registry and
-the TensorRT plugin creators are both views of it, and a saved engine finds its plugin again by that
-key in the loading process.
+This module declares plugins and converts their calls; the contract's pieces live in
+:mod:`~torch2trt_lite.plugins.spec`, the declaration and the registry of declarations in
+:mod:`~torch2trt_lite.plugins.declaration` (all re-exported here). The registry maps (name, version,
+namespace) to declarations; the sim's plugin registry and the TensorRT plugin creators are both
+views of it (:func:`prepare_backend`), and a saved engine finds its plugin again by that key in the
+loading process.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-import os
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..errors import ConversionError, PluginError
-
-DEFAULT_NAMESPACE = "torch2trt_lite"
-FLOAT_TYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16)
-
-
-# ---------------------------------------------------------------------------------- attributes
-class _Required:
-    def __repr__(self) -> str:
-        return "REQUIRED"
-
-
-REQUIRED: Any = _Required()
-_KINDS = ("int", "float", "bool", "str", "ints", "floats")
-
-
-@dataclass(frozen=True)
-class Attr:
-    """A typed plugin attribute: ``kind`` is int, float, bool, str, ints or floats."""
-
-    kind: str
-    default: Any = REQUIRED
-    length: int | None = None  # for ints / floats: the exact length, or None for any
-    doc: str = ""
-
-    def __post_init__(self) -> None:
-        if self.kind not in _KINDS:
-            raise PluginError(f"attribute kind must be one of {_KINDS}, got {self.kind!r}")
-        if self.default is not REQUIRED:
-            object.__setattr__(self, "default", self.coerce("default", self.default))
-
-    def coerce(self, name: str, value: Any) -> Any:
-        """``value`` converted to this attribute's type, or a PluginError saying why it cannot be."""
-        kind = self.kind
-        try:
-            if kind in ("ints", "floats"):
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    value = (value,) * (self.length or 1)
-                seq = tuple(value)
-                out: tuple[Any, ...] = tuple(_scalar(kind[:-1], v) for v in seq)
-                if self.length is not None and len(out) != self.length:
-                    raise ValueError(f"expected {self.length} values, got {len(out)}")
-                return out
-            return _scalar(kind, value)
-        except (TypeError, ValueError) as e:
-            raise PluginError(f"attribute '{name}': cannot use {value!r} as {kind} ({e})") from None
-
-
-def _scalar(kind: str, v: Any) -> Any:
-    if isinstance(v, torch.Tensor):
-        if v.numel() != 1:
-            raise ValueError("a tensor attribute must hold exactly one value")
-        v = v.item()
-    if kind == "int":
-        if isinstance(v, float) and not v.is_integer():
-            raise ValueError("not an integer")
-        if isinstance(v, str):
-            raise TypeError("a string is not an int")
-        return int(v)
-    if kind == "float":
-        if isinstance(v, str):
-            raise TypeError("a string is not a float")
-        return float(v)
-    if kind == "bool":
-        if not isinstance(v, (bool, int)):
-            raise TypeError(f"{type(v).__name__} is not a bool")
-        return bool(v)
-    if not isinstance(v, str):
-        raise TypeError(f"{type(v).__name__} is not a str")
-    return v
-
-
-def int_attr(default: Any = REQUIRED, doc: str = "") -> Attr:
-    return Attr("int", default, doc=doc)
-
-
-def float_attr(default: Any = REQUIRED, doc: str = "") -> Attr:
-    return Attr("float", default, doc=doc)
-
-
-def bool_attr(default: Any = REQUIRED, doc: str = "") -> Attr:
-    return Attr("bool", default, doc=doc)
-
-
-def str_attr(default: Any = REQUIRED, doc: str = "") -> Attr:
-    return Attr("str", default, doc=doc)
-
-
-def ints_attr(default: Any = REQUIRED, length: int | None = None, doc: str = "") -> Attr:
-    return Attr("ints", default, length=length, doc=doc)
-
-
-def floats_attr(default: Any = REQUIRED, length: int | None = None, doc: str = "") -> Attr:
-    return Attr("floats", default, length=length, doc=doc)
-
-
-class Attrs(Mapping[str, Any]):
-    """Resolved attribute values of one plugin instance: a read-only mapping with attribute access."""
-
-    __slots__ = ("_values",)
-
-    def __init__(self, values: Mapping[str, Any]) -> None:
-        object.__setattr__(self, "_values", dict(values))
-
-    def __getitem__(self, key: str) -> Any:
-        return self._values[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(f"plugin has no attribute '{name}'") from None
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("plugin attributes are read-only")
-
-    def __repr__(self) -> str:
-        return f"Attrs({self._values!r})"
-
-
-# ------------------------------------------------------------------------------ inputs / shapes
-@dataclass(frozen=True)
-class Input:
-    """One plugin input.
-
-    ``dtype`` None means the plugin's float type ``T`` (one of the declaration's ``dtypes``, shared
-    by all such inputs); a torch dtype fixes it. ``present`` names a bool attribute: the input is
-    optional and exists when that attribute is true (the converter sets it from the call).
-    """
-
-    name: str
-    rank: int | None = None
-    dtype: torch.dtype | None = None
-    present: str | None = None
-
-
-Dim = Any  # an int, or a backend's symbolic dimension supporting + - * // and cdiv/dmax/dmin
-
-
-class Shapes(Mapping[str, tuple[Dim, ...]]):
-    """Input shapes of one plugin instance, by input name (only present inputs) or by position."""
-
-    def __init__(self, names: Sequence[str], shapes: Sequence[Sequence[Dim]]) -> None:
-        self._names = list(names)
-        self._shapes = [tuple(s) for s in shapes]
-
-    def __getitem__(self, key: str | int) -> tuple[Dim, ...]:  # type: ignore[override]
-        if isinstance(key, int):
-            return self._shapes[key]
-        try:
-            return self._shapes[self._names.index(key)]
-        except ValueError:
-            raise KeyError(f"no input named '{key}' (present inputs: {self._names})") from None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def index(self, name: str) -> int | None:
-        return self._names.index(name) if name in self._names else None
-
-
-def cdiv(a: Dim, b: Dim) -> Dim:
-    """Ceiling division for shape rules (ints or symbolic dimensions)."""
-    if isinstance(a, int) and isinstance(b, int):
-        return -(-a // b)
-    return _sym(a, b)._binary("cdiv", a, b)
-
-
-def dmax(a: Dim, b: Dim) -> Dim:
-    if isinstance(a, int) and isinstance(b, int):
-        return max(a, b)
-    return _sym(a, b)._binary("max", a, b)
-
-
-def dmin(a: Dim, b: Dim) -> Dim:
-    if isinstance(a, int) and isinstance(b, int):
-        return min(a, b)
-    return _sym(a, b)._binary("min", a, b)
-
-
-def _sym(a: Any, b: Any) -> Any:
-    return a if isinstance(a, SymbolicDim) else b
-
-
-class SymbolicDim:
-    """Base of backend dimension expressions: arithmetic dispatches to ``_binary(op, a, b)``.
-
-    ``op`` is one of sum, sub, prod, floordiv, cdiv, max, min; ``a`` and ``b`` are ints or
-    symbolic dims. Subclasses (the TensorRT one wraps ``IDimensionExpr``) implement ``_binary``.
-    """
-
-    def _binary(self, op: str, a: Any, b: Any) -> Any:
-        raise NotImplementedError
-
-    def __add__(self, o: Any) -> Any:
-        return self._binary("sum", self, o)
-
-    def __radd__(self, o: Any) -> Any:
-        return self._binary("sum", o, self)
-
-    def __sub__(self, o: Any) -> Any:
-        return self._binary("sub", self, o)
-
-    def __rsub__(self, o: Any) -> Any:
-        return self._binary("sub", o, self)
-
-    def __mul__(self, o: Any) -> Any:
-        return self._binary("prod", self, o)
-
-    def __rmul__(self, o: Any) -> Any:
-        return self._binary("prod", o, self)
-
-    def __floordiv__(self, o: Any) -> Any:
-        return self._binary("floordiv", self, o)
-
-    def __rfloordiv__(self, o: Any) -> Any:
-        return self._binary("floordiv", o, self)
-
-
-# ------------------------------------------------------------------------------------ launches
-@dataclass(frozen=True)
-class In:
-    """Kernel argument: device pointer of an input (by name or position); null when absent."""
-
-    input: str | int
-
-
-@dataclass(frozen=True)
-class Out:
-    """Kernel argument: device pointer of an output."""
-
-    index: int = 0
-
-
-@dataclass(frozen=True)
-class Workspace:
-    """Kernel argument: device pointer into the plugin's workspace."""
-
-    offset: int = 0
-
-
-@dataclass(frozen=True)
-class I32:
-    value: int
-
-
-@dataclass(frozen=True)
-class I64:
-    value: int
-
-
-@dataclass(frozen=True)
-class F32:
-    value: float
-
-
-@dataclass(frozen=True)
-class F64:
-    value: float
-
-
-Arg = In | Out | Workspace | I32 | I64 | F32 | F64
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel launch: entry point, grid and block (x, y, z), arguments, dynamic shared memory."""
-
-    kernel: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    args: tuple[Arg, ...]
-    shared_mem: int = 0
-
-    def __init__(
-        self, kernel: str, grid: int | Sequence[int], block: int | Sequence[int], args: Sequence[Arg],
-        shared_mem: int = 0,
-    ) -> None:
-        object.__setattr__(self, "kernel", kernel)
-        object.__setattr__(self, "grid", _dim3(grid, "grid"))
-        object.__setattr__(self, "block", _dim3(block, "block"))
-        object.__setattr__(self, "args", tuple(args))
-        object.__setattr__(self, "shared_mem", int(shared_mem))
-
-
-def _dim3(v: int | Sequence[int], what: str) -> tuple[int, int, int]:
-    vals = [int(v)] if isinstance(v, int) else [int(x) for x in v]
-    if not 1 <= len(vals) <= 3 or any(x < 0 for x in vals):
-        raise PluginError(f"launch {what} must be 1 to 3 non-negative ints, got {v!r}")
-    vals += [1] * (3 - len(vals))
-    return (vals[0], vals[1], vals[2])
-
-
-@dataclass(frozen=True)
-class LaunchInfo:
-    """What a launch rule sees: concrete input/output shapes and dtypes, and the attributes."""
-
-    inputs: Shapes
-    outputs: tuple[tuple[int, ...], ...]
-    input_dtypes: tuple[torch.dtype, ...]
-    output_dtypes: tuple[torch.dtype, ...]
-    dtype: torch.dtype  # the plugin's float type T
-    attrs: Attrs
-
-
-@dataclass(frozen=True)
-class CudaKernel:
-    """CUDA source of a plugin: ``path`` to a .cu file or ``source`` text, its entry points,
-    the launch rule, an optional workspace rule (bytes) and extra NVRTC options."""
-
-    entry_points: tuple[str, ...]
-    launch: Callable[[LaunchInfo], Launch | Sequence[Launch]]
-    path: str | os.PathLike[str] | None = None
-    source: str | None = None
-    workspace: Callable[[LaunchInfo], int] | None = None
-    options: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if (self.path is None) == (self.source is None):
-            raise PluginError("CudaKernel needs exactly one of path= (a .cu file) or source= (CUDA text)")
-        if not self.entry_points:
-            raise PluginError("CudaKernel needs at least one entry point")
-        object.__setattr__(self, "entry_points", tuple(self.entry_points))
-        object.__setattr__(self, "options", tuple(self.options))
-
-    def text(self) -> tuple[str, str]:
-        """(source text, file name used in compiler messages)."""
-        if self.source is not None:
-            return self.source, "<inline>.cu"
-        p = Path(self.path)  # type: ignore[arg-type]
-        try:
-            return p.read_text(), str(p)
-        except OSError as e:
-            raise PluginError(f"cannot read CUDA source {p}: {e}") from None
-
-    def launches(self, info: LaunchInfo) -> list[Launch]:
-        res = self.launch(info)
-        out = [res] if isinstance(res, Launch) else list(res)
-        for lc in out:
-            if lc.kernel not in self.entry_points:
-                raise PluginError(
-                    f"launch rule names kernel '{lc.kernel}', which is not a declared entry point "
-                    f"{self.entry_points}"
-                )
-            threads = lc.block[0] * lc.block[1] * lc.block[2]
-            if not 1 <= threads <= 1024:
-                raise PluginError(f"kernel '{lc.kernel}': block {lc.block} has {threads} threads (1..1024)")
-        return out
-
-    def workspace_bytes(self, info: LaunchInfo) -> int:
-        return int(self.workspace(info)) if self.workspace is not None else 0
-
-
-# --------------------------------------------------------------------------------- declaration
-@dataclass(frozen=True)
-class PluginCall:
-    """What a binder extracts from a torch call: plugin inputs (tensors or None) and attributes."""
-
-    inputs: Sequence[Any]
-    attrs: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, eq=False)
-class PluginDef:
-    name: str
-    version: str
-    namespace: str
-    inputs: tuple[Input, ...]
-    outputs: tuple[str, ...]
-    attrs: Mapping[str, Attr]
-    shape: Callable[[Shapes, Attrs], Sequence[Sequence[Dim]]]
-    reference: Callable[..., Any]
-    dtypes: tuple[torch.dtype, ...] = FLOAT_TYPES
-    dtype: Callable[[torch.dtype, Attrs], Sequence[torch.dtype]] | None = None
-    cuda: CudaKernel | None = None
-    targets: tuple[Any, ...] = ()
-    bind: Callable[[Any], PluginCall] | None = None
-    validate: Callable[[Shapes, Attrs], str | None] | None = None
-    convert: Callable[[Any, Any, PluginDef], Any] | None = None
-    doc: str = ""
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.name, self.version, self.namespace)
-
-    @property
-    def label(self) -> str:
-        return f"plugin '{self.name}' (version {self.version}, namespace '{self.namespace}')"
-
-    # -- attributes
-    def resolve_attrs(self, values: Mapping[str, Any]) -> Attrs:
-        """Fill defaults, coerce types; unknown or missing required attributes are errors."""
-        unknown = sorted(set(values) - set(self.attrs))
-        if unknown:
-            raise PluginError(f"{self.label}: unknown attribute(s) {unknown}; declared: {sorted(self.attrs)}")
-        out: dict[str, Any] = {}
-        for name, spec in self.attrs.items():
-            if name in values and values[name] is not None:
-                out[name] = spec.coerce(name, values[name])
-            elif spec.default is not REQUIRED:
-                out[name] = spec.default
-            else:
-                raise PluginError(f"{self.label}: attribute '{name}' ({spec.kind}) is required")
-        return Attrs(out)
-
-    # -- inputs
-    def active_inputs(self, attrs: Attrs) -> list[Input]:
-        return self.present(attrs, self.inputs)
-
-    def present(self, attrs: Mapping[str, Any], values: Sequence[Any]) -> list[Any]:
-        """The entries of ``values`` (one per declared input) for the inputs present under ``attrs``."""
-        return [v for spec, v in zip(self.inputs, values, strict=True) if spec.present is None or bool(attrs[spec.present])]
-
-    def input_dtypes(self, attrs: Attrs, t: torch.dtype) -> list[torch.dtype]:
-        return [i.dtype or t for i in self.active_inputs(attrs)]
-
-    def float_type(self, attrs: Attrs, dtypes: Sequence[torch.dtype]) -> torch.dtype:
-        """The plugin's T from the dtypes of the present inputs, checked against the contract."""
-        active = self.active_inputs(attrs)
-        if len(dtypes) != len(active):
-            raise PluginError(
-                f"{self.label}: expected {len(active)} inputs {[i.name for i in active]}, got {len(dtypes)}"
-            )
-        t: torch.dtype | None = None
-        for spec, dt in zip(active, dtypes, strict=True):
-            if spec.dtype is not None:
-                if dt != spec.dtype:
-                    raise PluginError(f"{self.label}: input '{spec.name}' must be {spec.dtype}, got {dt}")
-                continue
-            if dt not in self.dtypes:
-                raise PluginError(
-                    f"{self.label}: input '{spec.name}' has dtype {dt}; the plugin supports "
-                    f"{[str(d) for d in self.dtypes]}"
-                )
-            if t is None:
-                t = dt
-            elif dt != t:
-                raise PluginError(
-                    f"{self.label}: input '{spec.name}' has dtype {dt} but earlier inputs are {t}; "
-                    "all float inputs must share one dtype"
-                )
-        return t if t is not None else self.dtypes[0]
-
-    def check_ranks(self, attrs: Attrs, ranks: Sequence[int]) -> None:
-        for spec, r in zip(self.active_inputs(attrs), ranks, strict=True):
-            if spec.rank is not None and r != spec.rank:
-                raise PluginError(f"{self.label}: input '{spec.name}' must have rank {spec.rank}, got rank {r}")
-
-    def check_shapes(self, attrs: Attrs, shapes: Sequence[Sequence[int]]) -> None:
-        """Ranks, then the declaration's ``validate`` rule (dims may be -1 when not yet known)."""
-        self.check_ranks(attrs, [len(s) for s in shapes])
-        if self.validate is not None:
-            names = [i.name for i in self.active_inputs(attrs)]
-            reason = self.validate(Shapes(names, [tuple(int(d) for d in s) for s in shapes]), attrs)
-            if reason:
-                raise PluginError(f"{self.label}: {reason}")
-
-    # -- rules
-    def output_shapes(self, attrs: Attrs, shapes: Sequence[Sequence[Dim]]) -> list[tuple[Dim, ...]]:
-        names = [i.name for i in self.active_inputs(attrs)]
-        out = [tuple(s) for s in self.shape(Shapes(names, shapes), attrs)]
-        if len(out) != len(self.outputs):
-            raise PluginError(
-                f"{self.label}: the shape rule returned {len(out)} shapes for {len(self.outputs)} outputs"
-            )
-        return out
-
-    def output_dtypes(self, attrs: Attrs, t: torch.dtype) -> list[torch.dtype]:
-        if self.dtype is None:
-            return [t] * len(self.outputs)
-        out = list(self.dtype(t, attrs))
-        if len(out) != len(self.outputs):
-            raise PluginError(
-                f"{self.label}: the dtype rule returned {len(out)} dtypes for {len(self.outputs)} outputs"
-            )
-        return out
-
-    def launch_info(
-        self, attrs: Attrs, input_shapes: Sequence[Sequence[int]], input_dtypes: Sequence[torch.dtype]
-    ) -> LaunchInfo:
-        t = self.float_type(attrs, input_dtypes)
-        self.check_shapes(attrs, input_shapes)
-        names = [i.name for i in self.active_inputs(attrs)]
-        outs = self.output_shapes(attrs, input_shapes)
-        return LaunchInfo(
-            inputs=Shapes(names, input_shapes),
-            outputs=tuple(tuple(int(d) for d in s) for s in outs),
-            input_dtypes=tuple(input_dtypes),
-            output_dtypes=tuple(self.output_dtypes(attrs, t)),
-            dtype=t,
-            attrs=attrs,
-        )
-
-    # -- running the reference with the contract checks the sim applies
-    def run_reference(self, attrs: Attrs, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Run the torch reference on the present inputs; PluginError if it breaks the contract."""
-        active = self.active_inputs(attrs)
-        t = self.float_type(attrs, [x.dtype for x in tensors])
-        self.check_shapes(attrs, [tuple(x.shape) for x in tensors])
-        by_name = {spec.name: x for spec, x in zip(active, tensors, strict=True)}
-        args = [by_name.get(spec.name) for spec in self.inputs]
-        presence = {spec.present for spec in self.inputs if spec.present}
-        res = self.reference(*args, **{k: v for k, v in attrs.items() if k not in presence})
-        outs = [res] if isinstance(res, torch.Tensor) else list(res)
-        want_shapes = self.output_shapes(attrs, [tuple(x.shape) for x in tensors])
-        want_dtypes = self.output_dtypes(attrs, t)
-        if len(outs) != len(self.outputs):
-            raise PluginError(f"{self.label}: the reference returned {len(outs)} outputs, expected {len(self.outputs)}")
-        for j, (o, s, d) in enumerate(zip(outs, want_shapes, want_dtypes, strict=True)):
-            if not isinstance(o, torch.Tensor):
-                raise PluginError(f"{self.label}: reference output {j} is a {type(o).__name__}, not a tensor")
-            if tuple(o.shape) != tuple(s):
-                raise PluginError(
-                    f"{self.label}: reference output '{self.outputs[j]}' has shape {tuple(o.shape)}, "
-                    f"the shape rule says {tuple(s)}"
-                )
-            if o.dtype != d:
-                raise PluginError(
-                    f"{self.label}: reference output '{self.outputs[j]}' has dtype {o.dtype}, the dtype rule says {d}"
-                )
-        return outs
-
-
-_LOCK = threading.RLock()
-_PLUGINS: dict[tuple[str, str, str], PluginDef] = {}
-_LISTENERS: list[Callable[[PluginDef], None]] = []
-
-
+from ..errors import ConversionError, ConverterRefusal, PluginError
+from .declaration import (
+    DEFAULT_NAMESPACE,
+    FLOAT_TYPES,
+    PluginCall,
+    PluginDef,
+    add_declaration,
+    attrs_from_json,
+    attrs_to_json,
+    decode_fields,
+    encode_fields,
+    field_array,
+    field_type,
+    find_plugin,
+    get_plugin,
+    load_builtin_plugins,
+    numel,
+    on_declare,
+    registered_plugins,
+)
+from .spec import (
+    F32,
+    F64,
+    I32,
+    I64,
+    REQUIRED,
+    Arg,
+    Attr,
+    Attrs,
+    CudaKernel,
+    Dim,
+    In,
+    Input,
+    Launch,
+    LaunchInfo,
+    Out,
+    Shapes,
+    SymbolicDim,
+    Workspace,
+    bool_attr,
+    cdiv,
+    dmax,
+    dmin,
+    float_attr,
+    floats_attr,
+    int_attr,
+    ints_attr,
+    str_attr,
+)
+
+if TYPE_CHECKING:
+    from ..trace.context import ConversionContext
+
+
+# --------------------------------------------------------------------------------- declaring
 def declare_plugin(
     name: str,
     *,
@@ -624,11 +140,7 @@ def declare_plugin(
         attrs=attr_specs, shape=shape, reference=reference, dtypes=tuple(dtypes), dtype=dtype, cuda=cuda,
         targets=tuple(targets), bind=bind, validate=validate, convert=convert, doc=doc,
     )
-    with _LOCK:
-        if pdef.key in _PLUGINS and not replace:
-            raise PluginError(f"{pdef.label} is already declared; pass replace=True to redefine it")
-        _PLUGINS[pdef.key] = pdef
-        listeners = list(_LISTENERS)
+    listeners = add_declaration(pdef, replace)
     register_targets(pdef, pdef.targets, replace)
     for fn in listeners:
         fn(pdef)
@@ -650,51 +162,6 @@ def register_targets(pdef: PluginDef, targets: Sequence[Any], replace: bool = Fa
             registry.when_imported(root, functools.partial(_register_converter, pdef, t, replace))
         else:
             _register_converter(pdef, t, replace)
-
-
-def get_plugin(name: str, version: str, namespace: str = DEFAULT_NAMESPACE) -> PluginDef:
-    """The declaration registered under (name, version, namespace); built-ins load on demand."""
-    key = (str(name), str(version), str(namespace))
-    with _LOCK:
-        hit = _PLUGINS.get(key)
-    if hit is None and namespace == DEFAULT_NAMESPACE:
-        load_builtin_plugins()
-        with _LOCK:
-            hit = _PLUGINS.get(key)
-    if hit is None:
-        known = ", ".join(f"{n} v{v} ({ns})" for n, v, ns in sorted(_PLUGINS)) or "none"
-        raise PluginError(
-            f"plugin '{name}' version {version} in namespace '{namespace}' is not declared in this process "
-            f"(declared: {known}). Import the module that declares it (declare_plugin) before loading the engine."
-        )
-    return hit
-
-
-def find_plugin(name: str, version: str, namespace: str = DEFAULT_NAMESPACE) -> PluginDef | None:
-    try:
-        return get_plugin(name, version, namespace)
-    except PluginError:
-        return None
-
-
-def registered_plugins() -> list[PluginDef]:
-    with _LOCK:
-        return list(_PLUGINS.values())
-
-
-def on_declare(fn: Callable[[PluginDef], None]) -> None:
-    """Call ``fn`` for every plugin declared from now on (backends register creators this way)."""
-    with _LOCK:
-        _LISTENERS.append(fn)
-
-
-@functools.cache
-def load_builtin_plugins() -> list[str]:
-    """Import ``torch2trt_lite.plugins_cuda`` (deform_conv2d, roi_align); returns their names."""
-    import importlib
-
-    mod = importlib.import_module("torch2trt_lite.plugins_cuda")
-    return list(getattr(mod, "BUILTINS", ()))
 
 
 # ---------------------------------------------------------------------------------- conversion
@@ -754,7 +221,7 @@ def bind_call(pdef: PluginDef, call: Any, target: Any = None) -> tuple[list[Any]
     return inputs, pdef.resolve_attrs(values)
 
 
-def add_plugin(ctx: Any, pdef: PluginDef, inputs: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+def add_plugin(ctx: ConversionContext, pdef: PluginDef, inputs: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
     """Add one plugin layer for ``pdef`` to ``ctx.network``; returns its output ITensor(s).
 
     ``inputs`` has one entry per declared input (torch tensors, ITensors or None for an absent
@@ -763,8 +230,6 @@ def add_plugin(ctx: Any, pdef: PluginDef, inputs: Sequence[Any], attrs: Mapping[
     """
     add_plugin_v3 = getattr(ctx.network, "add_plugin_v3", None)  # TensorRT-RTX has no plugin layers
     if add_plugin_v3 is None or not getattr(ctx, "has_plugins", True):
-        from torch2trt_lite.trace.context import ConverterRefusal
-
         raise ConverterRefusal(
             f"{pdef.label} is a plugin layer, and TensorRT-RTX has no plugin API (no add_plugin_v3): a model "
             "that needs a plugin converts with backend='tensorrt' (or 'sim')"
@@ -791,6 +256,7 @@ def create_backend_plugin(trt: Any, backend_name: str, pdef: PluginDef, attrs: A
 
         trt_plugin.precompile(pdef)
         return trt_plugin.create_plugin(pdef, attrs, trt)
+    prepare_backend(trt, backend_name)
     creator = trt.get_plugin_registry().get_creator(pdef.name, pdef.version, pdef.namespace)
     if creator is None:
         raise PluginError(f"{pdef.label}: no plugin creator is registered with the {backend_name} plugin registry")
@@ -799,6 +265,38 @@ def create_backend_plugin(trt: Any, backend_name: str, pdef: PluginDef, attrs: A
     if plugin is None:
         raise PluginError(f"{pdef.label}: the plugin creator returned no plugin")
     return plugin
+
+
+def prepare_backend(trt: Any, backend_name: str) -> None:
+    """Make this process's declared plugins known to a backend, before it deserializes an engine that
+    uses them: TensorRT gets a creator per plugin in its plugin registry (``trt_plugin``); the sim's
+    plugin registry gets this registry to look declarations up in (once; built-ins load on demand).
+    TensorRT-RTX has no plugins: nothing to do."""
+    if backend_name == "tensorrt":
+        from . import trt_plugin
+
+        trt_plugin.register_creators(trt)
+    elif backend_name == "sim":
+        _install_sim_lookup()
+
+
+class _SimLookup:
+    """The declarations as the sim's plugin registry looks them up (``sim.layers.plugin``)."""
+
+    find = staticmethod(find_plugin)
+    get = staticmethod(get_plugin)
+
+    @staticmethod
+    def declared() -> list[PluginDef]:
+        load_builtin_plugins()
+        return registered_plugins()
+
+
+@functools.cache
+def _install_sim_lookup() -> None:
+    from ..sim.layers.plugin import set_declared_plugins
+
+    set_declared_plugins(_SimLookup())
 
 
 def _register_converter(pdef: PluginDef, target: Any, replace: bool) -> None:
@@ -836,85 +334,13 @@ def _register_converter(pdef: PluginDef, target: Any, replace: bool) -> None:
     registry.converter(where, check=check, override=replace)(convert)
 
 
-# ---------------------------------------------------------------------------------- plugin fields
-def field_type(field_types: Any, kind: str) -> Any:
-    """The PluginFieldType member (of ``field_types``, TensorRT's or the sim's enum) for ``kind``."""
-    t = field_types
-    return {"int": t.INT32, "ints": t.INT32, "bool": t.INT32, "float": t.FLOAT64, "floats": t.FLOAT64,
-            "str": t.CHAR}[kind]
-
-
-def field_array(kind: str, value: Any) -> Any:
-    """The numpy array that carries an attribute value in a PluginField."""
-    import numpy as np
-
-    if kind in ("int", "ints"):
-        vals = list(value) if kind == "ints" else [value]
-        if any(not -(2**31) <= v < 2**31 for v in vals):
-            raise PluginError(f"integer attribute value {value!r} does not fit a 32-bit plugin field")
-        return np.array(vals, dtype=np.int32)
-    if kind == "bool":
-        return np.array([1 if value else 0], dtype=np.int32)
-    if kind in ("float", "floats"):
-        return np.array(value if kind == "floats" else [value], dtype=np.float64)
-    return np.frombuffer(value.encode("utf-8") + b"\0", dtype=np.int8).copy()
-
-
-def encode_fields(trt: Any, pdef: PluginDef, attrs: Attrs) -> list[Any]:
-    """One PluginField per attribute, typed (INT32 for int and bool, FLOAT64, CHAR)."""
-    return [
-        trt.PluginField(name, field_array(spec.kind, attrs[name]), field_type(trt.PluginFieldType, spec.kind))
-        for name, spec in pdef.attrs.items()
-    ]
-
-
-def decode_fields(pdef: PluginDef, fields: Any) -> Attrs:
-    """Attributes from a PluginFieldCollection (TensorRT's or the sim's)."""
-    import numpy as np
-
-    values: dict[str, Any] = {}
-    for f in fields:
-        name = f.name if isinstance(f.name, str) else bytes(f.name).decode()
-        spec = pdef.attrs.get(name)
-        if spec is None:
-            raise PluginError(f"{pdef.label}: unknown plugin field '{name}'; declared: {sorted(pdef.attrs)}")
-        data = f.data
-        if spec.kind == "str":
-            if isinstance(data, str):
-                raw = data.encode()
-            elif isinstance(data, bytes):
-                raw = data
-            else:
-                raw = np.asarray(data).tobytes()  # int8 or 'S1' array, as TensorRT returns CHAR data
-            values[name] = raw.split(b"\0", 1)[0].decode("utf-8")
-            continue
-        arr = np.asarray(data).reshape(-1)
-        if spec.kind in ("ints", "floats"):
-            values[name] = tuple(arr.tolist())
-        elif arr.size != 1:
-            raise PluginError(f"{pdef.label}: field '{name}' holds {arr.size} values, expected 1")
-        else:
-            values[name] = arr[0].item()
-    return pdef.resolve_attrs(values)
-
-
-def attrs_to_json(attrs: Attrs) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items()}
-
-
-def attrs_from_json(pdef: PluginDef, data: Mapping[str, Any]) -> Attrs:
-    return pdef.resolve_attrs(dict(data))
-
-
-def numel(shape: Sequence[int]) -> int:
-    return math.prod(int(d) for d in shape)
-
 
 __all__ = [
-    "DEFAULT_NAMESPACE", "FLOAT_TYPES", "REQUIRED", "Arg", "Attr", "Attrs", "CudaKernel", "F32", "F64", "I32",
-    "I64", "In", "Input", "Launch", "LaunchInfo", "Out", "PluginCall", "PluginDef", "Shapes", "SymbolicDim",
-    "Workspace", "add_plugin", "bind_call", "bool_attr", "cdiv", "create_backend_plugin", "declare_plugin",
-    "decode_fields", "default_binder", "dmax", "dmin", "encode_fields", "find_plugin", "float_attr",
-    "floats_attr", "get_plugin", "int_attr", "ints_attr", "load_builtin_plugins", "on_declare",
-    "registered_plugins", "str_attr",
+    "DEFAULT_NAMESPACE", "FLOAT_TYPES", "REQUIRED", "Arg", "Attr", "Attrs", "CudaKernel", "Dim", "F32", "F64",
+    "I32", "I64", "In", "Input", "Launch", "LaunchInfo", "Out", "PluginCall", "PluginDef", "Shapes",
+    "SymbolicDim", "Workspace", "add_plugin", "attrs_from_json", "attrs_to_json", "bind_call", "bool_attr",
+    "cdiv", "create_backend_plugin", "declare_plugin", "decode_fields", "default_binder", "dmax", "dmin",
+    "encode_fields", "field_array", "field_type", "find_plugin", "float_attr", "floats_attr", "get_plugin",
+    "int_attr", "ints_attr", "load_builtin_plugins", "numel", "on_declare", "prepare_backend",
+    "register_targets", "registered_plugins", "str_attr",
 ]

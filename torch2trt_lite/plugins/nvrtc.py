@@ -30,7 +30,8 @@ from typing import Any
 import torch
 
 from ..errors import BackendUnavailableError, PluginError
-from .api import F32, F64, I32, I64, Attrs, CudaKernel, In, Launch, LaunchInfo, Out, PluginDef, Workspace
+from .declaration import PluginDef
+from .spec import F32, F64, I32, I64, Attrs, CudaKernel, In, Launch, LaunchInfo, Out, Workspace
 
 CACHE_ENV = "TORCH2TRT_LITE_CACHE"
 DEFAULT_OPTIONS: tuple[str, ...] = ("--std=c++17", "-lineinfo")

@@ -1,6 +1,6 @@
 """TensorRT side of declared plugins: a Python ``IPluginV3`` and its ``IPluginCreatorV3One``.
 
-One plugin class serves every declaration (:class:`~torch2trt_lite.plugins.api.PluginDef`):
+One plugin class serves every declaration (:class:`~torch2trt_lite.plugins.declaration.PluginDef`):
 
 * core: ``plugin_name`` / ``plugin_version`` / ``plugin_namespace`` from the declaration;
 * build: output dtypes and shapes from the declaration's rules (shapes as ``IDimensionExpr``
@@ -26,10 +26,8 @@ import numpy as np
 import torch
 
 from ..errors import BackendUnavailableError, PluginError
-from .api import (
-    Attrs,
+from .declaration import (
     PluginDef,
-    SymbolicDim,
     decode_fields,
     encode_fields,
     field_type,
@@ -37,6 +35,7 @@ from .api import (
     on_declare,
     registered_plugins,
 )
+from .spec import Attrs, SymbolicDim
 
 _TORCH_BY_NAME = {
     "FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "INT8": torch.int8,

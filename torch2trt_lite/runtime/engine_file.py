@@ -39,8 +39,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from torch2trt_lite import _buffers
 from torch2trt_lite.errors import EngineFileError
-from torch2trt_lite.runtime import _buffers
 
 MAGIC = b"T2TLENGN"
 SIM_PLAN_MAGIC = b"T2TLSIMP"  # the sim's bare plans (torch2trt_lite/sim/_plan.py MAGIC; a test keeps them equal)

@@ -1,6 +1,6 @@
 """Triton Inference Server model repository for an engine: ``REPO/NAME/config.pbtxt`` + ``REPO/NAME/V/model.plan``.
 
-    torch2trt_lite.export.export_triton(trt_model, "models", "resnet18", instances=2)
+    trt_model.export_triton("models", "resnet18", instances=2)   # or runtime.triton.export_triton(trt_model, ...)
     torch2trt-lite export-triton model.engine models --name resnet18 [--max-batch-size 8] [--instances 2]
 
 The config is a ``ModelConfig`` message of tritonclient's own protobuf (``model_config_pb2``),
@@ -25,14 +25,16 @@ refused unless ``overwrite=True``.
 
 from __future__ import annotations
 
-import argparse
 import os
 import secrets
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch2trt_lite.errors import BackendUnavailableError, EngineFileError, InternalError, Torch2TRTError
 from torch2trt_lite.runtime import engine_file
+
+if TYPE_CHECKING:
+    from torch2trt_lite.runtime.module import TRTModule
 
 TRITON_DTYPES = {
     "float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16", "int32": "TYPE_INT32",
@@ -169,17 +171,18 @@ def config_text(cfg: Any) -> str:
     return text
 
 
-def _engine(module_or_path: Any) -> tuple[dict[str, Any], Any, str]:
-    from torch2trt_lite.runtime.module import TRTModule
-
-    if isinstance(module_or_path, TRTModule):
-        meta = module_or_path.metadata
-        if not meta:
-            raise Torch2TRTError("export_triton: this TRTModule holds no engine")
-        return meta, module_or_path.plan, "the TRTModule"
+def _engine(module_or_path: TRTModule | str | os.PathLike[str]) -> tuple[dict[str, Any], Any, str]:
+    """The metadata and plan of a TRTModule or an engine file, and how to name it in messages. A
+    TRTModule is known by its ``metadata`` (a dict) and ``plan``: this module does not import
+    runtime.module (TRTModule.export_triton imports this one)."""
     if isinstance(module_or_path, (str, os.PathLike)):
         meta, plan = engine_file.read(module_or_path)
         return meta, plan, repr(os.fspath(module_or_path))
+    held = getattr(module_or_path, "metadata", None)
+    if isinstance(held, dict) and hasattr(module_or_path, "plan"):
+        if not held:
+            raise Torch2TRTError("export_triton: this TRTModule holds no engine")
+        return held, module_or_path.plan, "the TRTModule"
     raise Torch2TRTError(
         f"export_triton: expected a TRTModule or the path of an engine file, got {type(module_or_path).__name__}"
     )
@@ -198,7 +201,7 @@ def _check_name(name: Any) -> str:
 
 
 def export_triton(
-    module_or_path: Any, repo: str | os.PathLike[str], name: str, *, max_batch_size: int | None = None,
+    module_or_path: TRTModule | str | os.PathLike[str], repo: str | os.PathLike[str], name: str, *, max_batch_size: int | None = None,
     instances: int = 1, kind: str = "gpu", version: int = 1, overwrite: bool = False, allow_sim: bool = False,
 ) -> str:
     """Write the Triton model ``REPO/NAME`` (``config.pbtxt`` and ``VERSION/model.plan``); return its folder.
@@ -262,56 +265,3 @@ def _remove(path: str) -> None:
             os.unlink(path)
         except OSError:
             pass
-
-
-# ------------------------------------------------------------------------------------ CLI
-def _int_at_least(low: int) -> Any:
-    what = "a positive integer" if low == 1 else f"an integer >= {low}"
-
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
-        return v
-
-    return parse
-
-
-_positive = _int_at_least(1)
-_non_negative = _int_at_least(0)
-
-
-def cmd_export_triton(args: argparse.Namespace) -> int:
-    model_dir = export_triton(
-        args.engine, args.repo, args.name, max_batch_size=args.max_batch_size, instances=args.instances,
-        kind=args.kind, version=getattr(args, "version", 1), overwrite=getattr(args, "overwrite", False),
-        allow_sim=getattr(args, "allow_sim", False),
-    )
-    print(f"torch2trt-lite: wrote the Triton model {model_dir} (config.pbtxt, {getattr(args, 'version', 1)}/{PLAN_FILENAME})")
-    return 0
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``export-triton`` subcommand to an ``argparse`` subparsers object."""
-    text = "write a Triton Inference Server model repository entry (config.pbtxt + VERSION/model.plan) for an engine"
-    p: argparse.ArgumentParser = subparsers.add_parser("export-triton", help=text, description=text)
-    p.add_argument("engine", help="an engine file written by convert -o or TRTModule.save")
-    p.add_argument("repo", help="the model repository folder (created if missing)")
-    p.add_argument("--name", required=True, help="the model's name: its folder REPO/NAME and the config's name")
-    p.add_argument("--max-batch-size", type=_non_negative, default=None, metavar="N",
-                   help="serve with dynamic batching up to N (needs an engine converted with a dynamic batch range "
-                   "from 1; default: the engine's batch max when it has one, else 0: full shapes, no batching)")
-    p.add_argument("--instances", type=_positive, default=1, metavar="K",
-                   help="number of model instances in the instance_group (default 1)")
-    p.add_argument("--kind", choices=sorted(KINDS), default="gpu",
-                   help="instance kind (default gpu; Triton's TensorRT backend runs plans on GPU instances only)")
-    p.add_argument("--version", type=_positive, default=1, help="the model version folder to write (default 1)")
-    p.add_argument("--overwrite", action="store_true", help="replace the version folder if it exists")
-    p.add_argument("--allow-sim", action="store_true",
-                   help="also write a sim engine (its plan is not a TensorRT plan: Triton cannot load it; for "
-                   "testing the layout)")
-    p.set_defaults(fn=cmd_export_triton)
-    return p

@@ -707,12 +707,10 @@ class ILayer:
         if self._output_types:
             # NOTE: a type forced on an output (set_output_type, or ITensor.dtype in a weakly typed
             # network) converts the data like TensorRT's reformatting does, not only the label.
-            from .layers.basic import cast_to
-
             outs = list(outs)
             for j, dt in self._output_types.items():
                 if j < len(outs) and outs[j].dtype != _dtypes.torch_dtype(dt):
-                    outs[j] = cast_to(outs[j], dt)
+                    outs[j] = _dtypes.cast_to(outs[j], dt)
         return outs
 
     def _infer(self) -> list[TensorInfo]:

@@ -1,4 +1,4 @@
-"""Mapping between TensorRT DataType and torch dtypes."""
+"""Mapping between TensorRT DataType and torch dtypes, and conversion of values between them (Cast)."""
 
 from __future__ import annotations
 
@@ -58,3 +58,25 @@ def numpy_to_trt(np_dtype: object) -> DataType:
 
         raise NetworkDefinitionError(f"numpy dtype {name} has no TensorRT DataType")
     return table[name]
+
+
+def cast_to(x: torch.Tensor, dt: DataType, *, nearest: bool = False) -> torch.Tensor:
+    """Convert like TensorRT's Cast (also Identity and any forced output type): float -> int truncates
+    toward zero (TensorRT's operator docs: 5.6 -> 5, 8.9 -> 8, -5.6 -> -5) and saturates to the int
+    range; float -> bool is x != 0. ``nearest``: round half to even instead, for an INT8 cast with a
+    dynamic range, which is a quantization (conformance Cast/case_int8: -88.9 -> -89)."""
+    target = torch_dtype(dt)
+    to_int = torch.round if nearest else torch.trunc
+    if x.dtype.is_floating_point and target == torch.uint8:
+        # NOTE: TensorRT 10.16 (conformance Cast/case_simple): negative -> 0, large values wrap mod 256.
+        return to_int(x.float()).clamp(min=0).to(torch.int64).remainder(256).to(torch.uint8)
+    if x.dtype.is_floating_point and not target.is_floating_point and target != torch.bool:
+        info = torch.iinfo(target)
+        # NOTE: in float64 (exact for int32's bounds); int64's max rounds up to 2^63 there, which no
+        # conversion may see: values at or above it saturate by a select.
+        r = to_int(x.double()).clamp(info.min, info.max)
+        y = r.to(target)
+        return torch.where(r >= float(info.max), torch.full_like(y, info.max), y) if target == torch.int64 else y
+    if dt in (DataType.INT4, DataType.FP4):
+        return x.float()
+    return x.to(target)

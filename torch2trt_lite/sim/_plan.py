@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from torch2trt_lite.runtime import _buffers
+from torch2trt_lite import _buffers
 
 from ..errors import BuildError, EngineFileError, NetworkDefinitionError
 from . import _dtypes

@@ -16,9 +16,7 @@ bit-for-bit the one ``convert`` builds; the sim computes the same either way.
 
 from __future__ import annotations
 
-import argparse
 import io
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,7 +26,8 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from torch2trt_lite.errors import BackendUnavailableError, BuildError, Torch2TRTError
-from torch2trt_lite.trace.context import ConversionContext, _Lazy
+from torch2trt_lite.trace.context import ConversionContext
+from torch2trt_lite.trace.context import Lazy as _Lazy
 from torch2trt_lite.trace.tracer import user_location
 
 _OPTIONS = ("backend", "input_names", "output_names", "max_workspace_size", "compute_capabilities", "precision",
@@ -217,19 +216,22 @@ def compare(
     a GPU and was not executed where it was written (no GPU there).
     """
     from torch2trt_lite._version import __version__
-    from torch2trt_lite.backends import get_backend
-    from torch2trt_lite.convert import _as_inputs, _check_model, _define, _targets, _workspace
-    from torch2trt_lite.runtime.module import FORMAT, TRTModule, dtype_name, encode_tree
-    from torch2trt_lite.sim import _dtypes
+    from torch2trt_lite.backends import get_backend, torch_dtype
+    from torch2trt_lite.build.define import define
+    from torch2trt_lite.build.inputs import as_inputs, check_model
+    from torch2trt_lite.build.options import check_workspace, compute_targets
+    from torch2trt_lite.runtime.loading import FORMAT
+    from torch2trt_lite.runtime.module import TRTModule
+    from torch2trt_lite.runtime.structure import dtype_name, encode_tree
 
     unknown = sorted(set(convert_options) - set(_OPTIONS))
     if unknown:
         raise Torch2TRTError(f"compare() does not take {', '.join(unknown)}; it takes {', '.join(_OPTIONS)}")
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
         raise Torch2TRTError(f"tolerance must be a non-negative number (e.g. 1e-3), got {tolerance!r}")
-    _check_model(model)
-    xs = _as_inputs(inputs)
-    workspace = _workspace(convert_options.get("max_workspace_size", 1 << 30))
+    check_model(model)
+    xs = as_inputs(inputs)
+    workspace = check_workspace(convert_options.get("max_workspace_size", 1 << 30))
     be = get_backend(convert_options.get("backend", "auto"))
     if not be.can_run():
         raise BackendUnavailableError(
@@ -237,17 +239,17 @@ def compare(
             "machine has none (torch.cuda.is_available() is False). Compare on the sim (backend='sim') "
             "here, or run compare on a GPU machine"
         )
-    targets = _targets(be, convert_options.get("compute_capabilities"))
-    from torch2trt_lite.convert import _precision_setup
+    targets = compute_targets(be, convert_options.get("compute_capabilities"))
+    from torch2trt_lite.build.precision import precision_setup
     from torch2trt_lite.trace import shapes as _shapes
 
     res = _shapes.resolve(xs)
-    policy, out_float = _precision_setup(
+    policy, out_float = precision_setup(
         model, res, convert_options.get("precision", "fp32"), convert_options.get("fp16_mode", False),
         convert_options.get("precision_overrides"), convert_options.get("io_dtype"),
     )
     xs = res.examples
-    d = _define(
+    d = define(
         model, xs, be, convert_options.get("input_names"), convert_options.get("output_names"),
         context_cls=_RecordingContext, policy=policy, out_float=out_float,
     )
@@ -307,7 +309,7 @@ def compare(
     # outputs: the model's own (as convert marks them) then the extra ones, in network order
     extra = [t for t, n in chosen.values() if n not in out_names]
     all_names = out_names + [str(t.name) for t in extra]
-    out_dtypes = {str(t.name): dtype_name(_dtypes.torch_dtype(t.dtype)) for t in extra}
+    out_dtypes = {str(t.name): dtype_name(torch_dtype(t.dtype)) for t in extra}
     outputs = list(d.out_meta) + [
         {"name": str(t.name), "dtype": out_dtypes[str(t.name)], "shape": [int(s) for s in t.shape]} for t in extra
     ]
@@ -363,34 +365,4 @@ def compare(
     return report
 
 
-# ------------------------------------------------------------------------------------ CLI
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``compare`` subcommand to ``subparsers`` (of ``argparse``'s ``add_subparsers``)."""
-    from torch2trt_lite.cli import add_model_arguments, add_precision_arguments
-
-    text = "compare every intermediate tensor of the engine with PyTorch's, and name the first that drifts"
-    s: argparse.ArgumentParser = subparsers.add_parser("compare", help=text, description=text)
-    add_model_arguments(s)
-    s.add_argument("--backend", default="auto", choices=["auto", "sim", "tensorrt", "tensorrt-rtx"],
-                   help="engine backend (default auto: TensorRT, else TensorRT-RTX, on a GPU; else the sim); "
-                   "real backends need a GPU to run the engine")
-    s.add_argument("--tolerance", type=float, default=1e-3,
-                   help="largest max relative error (max abs error / the tensor's max magnitude) a tensor may "
-                   "have (default 1e-3)")
-    s.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
-    add_precision_arguments(s)
-    s.set_defaults(fn=cmd_compare)
-    return s
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    """``torch2trt-lite compare``: 0 when every tensor is within the tolerance, 1 otherwise."""
-    from torch2trt_lite.cli import _model_and_inputs, precision_options
-
-    model, xs = _model_and_inputs(args)
-    report = compare(model, xs, backend=args.backend, tolerance=args.tolerance, **precision_options(args))
-    print(json.dumps(report.to_dict(), indent=2) if args.json else str(report))
-    return 0 if report.ok else 1
-
-
-__all__ = ["CompareReport", "Skipped", "TensorComparison", "add_parser", "compare"]
+__all__ = ["CompareReport", "Skipped", "TensorComparison", "compare"]

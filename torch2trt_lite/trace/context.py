@@ -1,29 +1,28 @@
-"""ConversionContext: what a converter works with (network, backend module, tensor map, helpers)."""
+"""ConversionContext: what a converter works with (network, backend module, tensor map, helpers, and
+the conversion's symbolic sizes: ``ctx.symbolic``, ``ctx.data_dependent``, ``ctx.known_sizes``,
+``ctx.mark_filled`` / ``ctx.filled_value``)."""
 
 from __future__ import annotations
 
 import functools
+import math
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch.utils._pytree import SUPPORTED_NODES, tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
-from torch2trt_lite.errors import ConversionError, InternalError, Torch2TRTError
+from torch2trt_lite import backends
+from torch2trt_lite.converters.impl import sizes as Y
+from torch2trt_lite.errors import ConversionError, FrozenValueError, InternalError, Torch2TRTError
+from torch2trt_lite.trace import symbolic as _symbolic
 from torch2trt_lite.trace.precision import short_name
 
-
-class ConverterRefusal(ConversionError):
-    """Raised by a converter that cannot convert this particular call (its arguments): the tracer
-    reports it as an unsupported call, naming the op, the module path and the user's source line."""
-
-
-class FrozenValueError(ConverterRefusal):
-    """A converter asked for a constant holding values computed from the inputs: they would be
-    frozen into the engine."""
+if TYPE_CHECKING:
+    from torch2trt_lite.trace.symbolic import SymbolicSizes
 
 _TORCH_TO_NP = {
     torch.float32: np.float32, torch.float16: np.float16, torch.int8: np.int8, torch.int32: np.int32,
@@ -122,7 +121,7 @@ def _refuse_view_value(view_shape: tuple[int, ...], base_shape: tuple[int, ...])
     )
 
 
-class _Lazy:
+class Lazy:
     """A network tensor created on first use (e.g. an unfolded conv output after BN folding)."""
 
     __slots__ = ("make",)
@@ -137,11 +136,16 @@ class ConversionContext:
     * ``ctx.trt``: the backend module (``tensorrt`` or ``torch2trt_lite.sim``), ``ctx.network``.
     * ``ctx.itensor(x)``: the network tensor of a traced torch tensor; a constant for anything else.
     * ``ctx.constant(value)``: a constant layer's output.
+    * ``ctx.symbolic``: the conversion's symbolic sizes (:class:`~torch2trt_lite.trace.symbolic.SymbolicSizes`),
+      None while no size is dynamic; converters read them with ``converters/impl/sizes.py``.
 
     A write into a view of a tensor (``buf[i, :h].copy_(img)``) is followed with
     :meth:`begin_view_write` / :meth:`end_view_write`: the base is mapped to a slice update of its
     network tensor, and views made before the write are read again from the base when used.
     """
+
+    # Dynamic or data-dependent sizes: the conversion's symbolic sizes (set by SymbolicSizes), else None
+    symbolic: SymbolicSizes | None = None
 
     def __init__(self, network: Any, trt: Any, backend_name: str, *, has_plugins: bool = True) -> None:
         self.network = network
@@ -186,7 +190,7 @@ class ConversionContext:
         self._remember_storage(t)
 
     def set_lazy(self, t: torch.Tensor, make: Callable[[], Any]) -> None:
-        self._map[t] = (_Lazy(make), t._version)
+        self._map[t] = (Lazy(make), t._version)
         self._remember_storage(t)
 
     def _remember_storage(self, t: torch.Tensor) -> None:
@@ -217,7 +221,7 @@ class ConversionContext:
         if entry is None:
             return None
         it, version = entry
-        if isinstance(it, _Lazy):
+        if isinstance(it, Lazy):
             it = it.make()
             self._map[t] = (it, version)
         return it, version
@@ -239,7 +243,7 @@ class ConversionContext:
                         f"(version {version} -> {x._version}); torch2trt-lite cannot follow that. Use the "
                         "out-of-place form of the operation"
                     )
-                if isinstance(it, _Lazy):
+                if isinstance(it, Lazy):
                     it = it.make()
                     self._map[x] = (it, x._version)
                 return self.cast(it, dtype) if dtype is not None and dtype != x.dtype else it
@@ -265,7 +269,7 @@ class ConversionContext:
             return None
         if self.network is None:  # check mode: the base now holds traced values
             return _ViewWrite(view, base, None, None)
-        if getattr(self, "_symbolic", None) is not None and view in self._map:
+        if self.symbolic is not None and view in self._map:
             return self._begin_recorded_write(view, base)
         index = view_index(base, view)
         entry = self._map.get(base)
@@ -277,7 +281,7 @@ class ConversionContext:
             # NOTE: an untraced buffer: its values would silently stay the old ones; reading it is
             # refused (end_view_write), the view itself converts as an untraced tensor's in-place op
             if view not in self._map:
-                self._map[view] = (_Lazy(functools.partial(self.constant, view.detach().clone())), view._version)
+                self._map[view] = (Lazy(functools.partial(self.constant, view.detach().clone())), view._version)
             return _ViewWrite(view, base, None, None)
         if entry is None and self.holds_traced_values(base):
             raise FrozenValueError(
@@ -287,11 +291,11 @@ class ConversionContext:
             )
         # NOTE: a constant of an untraced base is a copy: the op about to run overwrites its memory
         base_it = self.mapped(base)[0] if entry is not None else self.constant(base.detach().clone())  # type: ignore[index]
-        if getattr(self, "_symbolic", None) is not None and -1 in tuple(base_it.shape):
+        if self.symbolic is not None and -1 in tuple(base_it.shape):
             return None  # NOTE: the index comes from the traced strides: not valid for other sizes
         mine = self._map.get(view)
         if mine is None or mine[1] != view._version:
-            self._map[view] = (_Lazy(lambda: self._read_view(base, base_it, index, view)), view._version)
+            self._map[view] = (Lazy(lambda: self._read_view(base, base_it, index, view)), view._version)
         return _ViewWrite(view, base, base_it, index)
 
     def end_view_write(self, write: _ViewWrite) -> None:
@@ -310,13 +314,13 @@ class ConversionContext:
         from torch2trt_lite.converters.impl import shape as S
 
         value = entry[0]
-        symbolic = getattr(self, "_symbolic", None)
+        state = self.symbolic
         try:
             if write.chain is not None:  # x[index] views, written back one link at a time
                 for parent, index, parent_it in write.chain:
                     value = I.setitem(self, parent, parent_it, index, value)
                     self.set_itensor(parent, value)
-                    symbolic.filled.pop(parent, None)  # type: ignore[union-attr]
+                    state.filled.pop(parent, None)  # type: ignore[union-attr]
                 return
             region = tuple(base[write.index].shape)
             if tuple(value.shape) != region:
@@ -329,8 +333,8 @@ class ConversionContext:
                 f"back into the tensor it views failed: {e}"
             )
             self.set_lazy(base, functools.partial(_raise, error))
-        if symbolic is not None:
-            symbolic.filled.pop(base, None)
+        if state is not None:
+            state.filled.pop(base, None)
 
     def record_view(self, out: torch.Tensor, qualname: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """A dynamic-shape conversion: note how the view ``out`` was indexed out of its parent
@@ -343,8 +347,7 @@ class ConversionContext:
                 return
             dim, start, length = args[1], args[2], args[3]
             dim = dim + args[0].dim() if dim < 0 else dim
-            lo = getattr(start, "_lo", None)  # a dynamic size (symbolic.SymSize): its lower bound
-            if (lo if lo is not None else int(start)) < 0:
+            if Y.bounds(start)[0] < 0:  # the lower bound of a dynamic size (Y.SymSize)
                 return  # NOTE: a negative start counts from the end
             index = (slice(None),) * dim + (slice(start, start + length),)
         elif not qualname.endswith(".__getitem__"):
@@ -390,7 +393,7 @@ class ConversionContext:
             return None
         index = view_index(base, view)  # type: ignore[arg-type]
         base_it = self.mapped(base)[0]  # type: ignore[arg-type, index]
-        if index is None or (getattr(self, "_symbolic", None) is not None and -1 in tuple(base_it.shape)):
+        if index is None or (self.symbolic is not None and -1 in tuple(base_it.shape)):
             return None
         it = self._read_view(base, base_it, index, view)  # type: ignore[arg-type]
         self._map[view] = (it, view._version)
@@ -419,10 +422,9 @@ class ConversionContext:
         """Weights that ``fill(out)`` writes into a contiguous ``out`` of ``shape`` and ``dtype``. On the
         sim they are computed straight into the plan at build time (derived weights, such as a
         convolution with batch norm folded in, then never exist as a separate copy); on TensorRT now."""
-        if self.backend_name == "sim":
-            from torch2trt_lite.sim._core import DeferredWeights
-
-            return DeferredWeights(shape, dtype, fill)
+        deferred = backends.deferred_weights(self.backend_name, shape, dtype, fill)
+        if deferred is not None:
+            return deferred
         out = torch.empty(tuple(shape), dtype=dtype)
         fill(out)
         return self.weights(out)
@@ -454,10 +456,7 @@ class ConversionContext:
         if arr.size == 0 and self.backend_name != "sim":
             # NOTE: TensorRT refuses an empty numpy array's weights (a non-null pointer with count 0);
             # empty weights are typed Weights with no values.
-            from torch2trt_lite.sim import _dtypes
-
-            name = _dtypes.from_torch(torch.from_numpy(arr).dtype).name
-            return self.trt.Weights(getattr(self.trt.DataType, name))
+            return self.trt.Weights(self.trt_dtype(torch.from_numpy(arr).dtype))
         self._keepalive.append(arr)
         return arr
 
@@ -477,10 +476,38 @@ class ConversionContext:
         return layer.get_output(0)
 
     def trt_dtype(self, dtype: torch.dtype) -> Any:
-        from torch2trt_lite.sim import _dtypes
+        """The backend's ``DataType`` of torch ``dtype``."""
+        return backends.trt_dtype(self.trt, dtype)
 
-        dt = _dtypes.from_torch(dtype)
-        return getattr(self.trt.DataType, dt.name)
+    def dtype_of(self, it: Any) -> torch.dtype:
+        """The torch dtype of network tensor ``it``."""
+        return backends.torch_dtype(it.dtype)
+
+    # ------------------------------------------------------------------- symbolic sizes
+    def data_dependent(self, it: Any, traced: Sequence[int], what: str, hi: float = math.inf) -> tuple[Any, ...]:
+        """Make the ``-1`` dims of network tensor ``it`` (a data-dependent layer's output, traced at
+        ``traced``) data-dependent sizes in ``[0, hi]`` named after ``what``
+        (:func:`torch2trt_lite.trace.symbolic.data_dependent`); returns its sizes."""
+        return _symbolic.data_dependent(self, it, traced, what, hi)
+
+    def known_sizes(self, it: Any, sizes: Sequence[Any], traced: Sequence[int]) -> None:
+        """Record that network tensor ``it`` (traced at ``traced``) has ``sizes``, expressions of its
+        inputs' sizes (:func:`torch2trt_lite.trace.symbolic.known_sizes`); nothing in a static conversion."""
+        _symbolic.known_sizes(self, it, sizes, traced)
+
+    def mark_filled(self, t: torch.Tensor, value: Any) -> None:
+        """Record that traced ``t`` holds ``value`` everywhere (a creation of a dynamic size, e.g.
+        ``torch.ones(b, n)``): its values are known although its shape is dynamic."""
+        state = self.symbolic
+        if state is not None and isinstance(t, torch.Tensor):
+            state.filled[t] = value
+
+    def filled_value(self, t: Any) -> Any:
+        """The value every element of traced ``t`` holds when :meth:`mark_filled` recorded one, else None."""
+        state = self.symbolic
+        if state is None or not isinstance(t, torch.Tensor):
+            return None
+        return state.filled.get(t)
 
     # --------------------------------------------------------------------- bookkeeping
     def name_layers(self, start: int, module_path: str, qualname: str) -> None:
@@ -529,7 +556,7 @@ class ConversionContext:
         outs = [out] if isinstance(out, torch.Tensor) else [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         for t in outs:
             entry = self._map.get(t)
-            if entry is None or isinstance(entry[0], _Lazy) or not t.is_floating_point():
+            if entry is None or isinstance(entry[0], Lazy) or not t.is_floating_point():
                 continue
             it = entry[0]
             want = self.trt_dtype(t.dtype)

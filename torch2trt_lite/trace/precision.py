@@ -76,7 +76,7 @@ LOWER: frozenset[str] = frozenset({
     # NOTE: fake quantization feeds a lower-precision layer: Q/DQ in the target type, so the DQ output goes
     # straight into the layer (the form TensorRT fuses into an INT8/FP8 kernel), not through a Cast
     "torch.fake_quantize_per_tensor_affine", "torch.fake_quantize_per_channel_affine",
-    "torch2trt_lite.quantization.fake_quantize_fp8", "torch2trt_lite.quantization.fake_quantize_weight",
+    "torch2trt_lite.quantization.fake.fake_quantize_fp8", "torch2trt_lite.quantization.fake.fake_quantize_weight",
 })
 
 # autocast's float32 list (CUDA), plus the reductions the policy keeps in float32
@@ -116,8 +116,8 @@ PROMOTE: frozenset[str] = frozenset({
 AUTOCAST_LOWER: dict[str, frozenset[str]] = {
     "cuda": (LOWER - {_F + "multi_head_attention_forward", _F + "embedding", _F + "embedding_bag",
                       "torch.fake_quantize_per_tensor_affine", "torch.fake_quantize_per_channel_affine",
-                      "torch2trt_lite.quantization.fake_quantize_fp8",
-                      "torch2trt_lite.quantization.fake_quantize_weight"}) | {
+                      "torch2trt_lite.quantization.fake.fake_quantize_fp8",
+                      "torch2trt_lite.quantization.fake.fake_quantize_weight"}) | {
         "torch.nn.modules.rnn.LSTM", "torch.nn.modules.rnn.GRU", "torch.nn.modules.rnn.RNN",
     },
     "cpu": frozenset({
@@ -257,7 +257,7 @@ def _overrides(
 ) -> tuple[dict[str, torch.dtype], dict[str, torch.dtype], dict[str, str]]:
     """(module path -> dtype in effect, for every path under an override; op qualname -> dtype;
     the overrides as text)."""
-    from torch2trt_lite.registry import REGISTRY, _load_builtin_converters
+    from torch2trt_lite.registry import REGISTRY, load_builtin_converters
 
     if not isinstance(overrides, Mapping):
         raise Torch2TRTError(
@@ -266,7 +266,7 @@ def _overrides(
         )
     if not overrides:
         return {}, {}, {}
-    _load_builtin_converters()
+    load_builtin_converters()
     named = dict(model.named_modules()) if isinstance(model, torch.nn.Module) else {}
     paths: dict[str, torch.dtype] = {}
     classes: list[tuple[type, torch.dtype]] = []
@@ -287,9 +287,9 @@ def _overrides(
             continue
         quals = [r.qualname for r in records if r.target is key or r.qualname == key]
         if not quals and callable(key):
-            from torch2trt_lite.registry import _owners_of_function
+            from torch2trt_lite.registry import owners_of_function
 
-            quals = [q for _, _, q in _owners_of_function(key)]
+            quals = [q for _, _, q in owners_of_function(key)]
             quals = [q for q in quals if REGISTRY.get(q) is not None]
         if not quals:
             hint = ""

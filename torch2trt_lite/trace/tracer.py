@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import os
-import sys
 import threading
 import types
 from collections import Counter
@@ -46,29 +45,39 @@ from torch._C import (
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from torch2trt_lite.errors import ConversionError, InternalError, Torch2TRTError, UnsupportedOperatorError
-from torch2trt_lite.registry import REGISTRY, Call, ConverterRecord, Registry, _load_builtin_converters
-from torch2trt_lite.trace.context import ConverterRefusal, arg_tensors
+from torch2trt_lite.converters.impl.active import ACTIVE, library_dirs, user_location
+from torch2trt_lite.errors import (
+    ConversionError,
+    ConverterRefusal,
+    InternalError,
+    Torch2TRTError,
+    UnsupportedOperatorError,
+)
+from torch2trt_lite.registry import (
+    REGISTRY,
+    Call,
+    ConverterRecord,
+    Registry,
+    load_builtin_converters,
+    owners_of_function,
+)
+from torch2trt_lite.trace.context import arg_tensors
 from torch2trt_lite.trace.precision import Policy, cast_call
 from torch2trt_lite.trace.symbolic import (
     READS as _SYM_READS,  # size reads a dynamic conversion's symbolic sizes answer
 )
+from torch2trt_lite.trace.symbolic import value_read
 
 if TYPE_CHECKING:
     from torch2trt_lite.trace.context import ConversionContext
     from torch2trt_lite.trace.symbolic import SymbolicSizes
 
 
-_ACTIVE: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("torch2trt_lite_tracer", default=None)
+# The active tracer of this thread: the hook that code handed no ctx reads (converters/impl/active.py)
+_ACTIVE: contextvars.ContextVar[Tracer | None] = ACTIVE
 _PATCH_LOCK = threading.RLock()
 _USERS: list[Tracer] = []  # tracers (any thread) using the installed patches: they stay while not empty
 _PATCH_DEPTH = 0  # len(_USERS), refreshed by every install and uninstall
-
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the torch2trt_lite package
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
-_SKIP_DIRS = tuple(
-    d + os.sep for d in (_PKG_DIR, _TORCH_DIR, os.path.dirname(os.path.abspath(functools.__file__)))
-)
 
 # Calls that only read metadata of a traced tensor (their results are exact while tracing).
 _METADATA = frozenset(
@@ -94,9 +103,7 @@ def _func_name(func: Any) -> str:
 
 
 def _func_qualname(func: Any) -> str:
-    from torch2trt_lite.registry import _owners_of_function
-
-    owners = _owners_of_function(func)
+    owners = owners_of_function(func)
     if owners:
         return owners[0][2]
     name = _func_name(func)
@@ -111,35 +118,6 @@ def _func_qualname(func: Any) -> str:
             mod = "torch"
         return f"{mod}.{name}"
     return f"torch.{name}"
-
-
-_SKIP_MORE: list[tuple[str, ...]] = []
-
-
-def _skip_dirs() -> tuple[str, ...]:
-    """Folders of torch, the stdlib and this project's code, including ``converters/`` and
-    ``plugins_cuda/`` (outside the package folder in an editable install)."""
-    if not _SKIP_MORE:
-        extra = []
-        for name in ("torch2trt_lite.converters", "torch2trt_lite.plugins_cuda"):
-            mod = sys.modules.get(name)
-            extra += [os.path.abspath(p) + os.sep for p in getattr(mod, "__path__", [])]
-        if len(extra) < 2:  # not imported yet: look again next time
-            return _SKIP_DIRS + tuple(extra)
-        _SKIP_MORE.append(_SKIP_DIRS + tuple(extra))
-    return _SKIP_MORE[0]
-
-
-def user_location(skip_frames: int = 1) -> str:
-    """``file:line`` of the innermost frame outside torch, torch2trt-lite and the stdlib."""
-    frame: Any = sys._getframe(skip_frames)
-    skip = _skip_dirs()
-    while frame is not None:
-        fn = os.path.abspath(frame.f_code.co_filename)
-        if not fn.startswith(skip) and not fn.startswith("<"):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "<unknown>"
 
 
 _RECURSION_MIN = 10  # nested calls of one function of the user's code that make a RecursionError theirs
@@ -166,7 +144,7 @@ def user_recursion(error: BaseException) -> ConversionError | None:
     cause = _recursion_in_chain(error)
     if cause is None:
         return None
-    skip = _skip_dirs()
+    skip = library_dirs()
     counts: Counter[Any] = Counter()
     last: dict[Any, tuple[str, int]] = {}
     tb = error.__traceback__
@@ -237,8 +215,6 @@ class _Guard(TorchFunctionMode):
         if name in _SIZE_VALUE_READS and args and isinstance(args[0], torch.Tensor):
             # NOTE: an integer read as a Python number (``int(lengths.max())``) becomes a size that the
             # network computes (torch2trt_lite.trace.symbolic.value_read); other value reads are refused below
-            from torch2trt_lite.trace.symbolic import value_read
-
             got = value_read(tracer, name, func(*args, **kwargs), args[0])
             if got is not None:
                 return got
@@ -458,7 +434,7 @@ class Tracer:
             if active._live:
                 raise Torch2TRTError("a conversion is already running in this thread; conversions do not nest")
             _ACTIVE.set(None)  # left behind by a conversion whose cleanup was interrupted twice
-        _load_builtin_converters()
+        load_builtin_converters()
         # NOTE: every step is inside the try, and _deactivate undoes each one by looking at the
         # state itself (not at how far this got), so a KeyboardInterrupt at any line leaves torch as it
         # was. It runs twice (idempotent): the second completes a first one that an interrupt cut
@@ -686,7 +662,7 @@ INHERITED = object()  # marker: the attribute is not in the owner's own __dict__
 
 def patched_originals() -> list[tuple[Any, str, Any]]:
     """(owner, attr, current value) of every registered target: for tests of the restore guarantee."""
-    _load_builtin_converters()
+    load_builtin_converters()
     out = []
     for record in REGISTRY.records():
         for owner, attr in record.owners:

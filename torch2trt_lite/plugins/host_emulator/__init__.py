@@ -39,8 +39,9 @@ from typing import Any
 import torch
 
 from torch2trt_lite.errors import PluginError
-from torch2trt_lite.plugins.api import Launch, PluginDef, cdiv
+from torch2trt_lite.plugins.declaration import PluginDef
 from torch2trt_lite.plugins.nvrtc import CACHE_ENV, pack_args
+from torch2trt_lite.plugins.spec import Launch, cdiv
 
 HERE = Path(__file__).resolve().parent
 _RUNTIME_FILES = ("runtime.h", "scheduler.inc", "include/cuda_fp16.h", "include/mma.h")

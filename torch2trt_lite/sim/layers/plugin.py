@@ -3,9 +3,17 @@
 The plugin API mirrors TensorRT's: ``get_plugin_registry().get_creator(name, version, namespace)``
 returns an ``IPluginCreatorV3One`` whose ``create_plugin(name, PluginFieldCollection([...]),
 TensorRTPhase.BUILD)`` gives the plugin object for ``add_plugin_v3(inputs, shape_inputs, plugin)``.
-Creators for every plugin declared with :func:`torch2trt_lite.plugins.declare_plugin` are found
-automatically; the sim cannot run arbitrary Python ``IPluginV3`` objects (it has no kernels), only
-declared plugins, whose reference it executes.
+The sim cannot run arbitrary Python ``IPluginV3`` objects (it has no kernels), only declared plugins
+(:func:`torch2trt_lite.plugins.declare_plugin`), whose reference it executes.
+
+The sim sits below the plugins package and never imports it: the plugins package installs its
+registry of declarations here (:func:`set_declared_plugins`; ``torch2trt_lite.plugins.prepare_backend``
+does it before a sim plugin is created or a sim engine with plugins is loaded). The registry then
+finds a creator for every declared plugin. What the sim needs of a plugin (its outputs, contract
+checks, shape and dtype rules, torch reference, attribute fields) it asks of the declaration object
+the lookup hands it (``torch2trt_lite.plugins.PluginDef``: ``name``, ``version``, ``namespace``,
+``outputs``, ``attrs``, ``float_type``, ``check_shapes``, ``output_shapes``, ``output_dtypes``,
+``run_reference``, ``encode_fields``, ``decode_fields``, ``attrs_to_json``, ``attrs_from_json``).
 
 Checks, as TensorRT would make them: input count, ranks, dtypes (the plugin's float types, one
 type shared by all float inputs) and the declaration's shape rule, at ``add_plugin_v3`` time with
@@ -17,8 +25,9 @@ plan that uses a plugin not declared in the loading process fails to load with a
 from __future__ import annotations
 
 import json
+import types
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import torch
@@ -75,6 +84,51 @@ class PluginFieldCollection(list):  # type: ignore[type-arg]
     """A list of PluginField (TensorRT binds it as a Python list type)."""
 
 
+_FIELD_TYPES = types.SimpleNamespace(PluginField=PluginField, PluginFieldType=PluginFieldType)
+
+
+# --------------------------------------------------------------------------- declared plugins
+class _Declarations(Protocol):
+    """Where the sim finds declared plugins (installed by torch2trt_lite.plugins)."""
+
+    def find(self, name: str, version: str, namespace: str) -> Any | None:
+        """The declaration under that key (built-ins load on demand), or None."""
+
+    def get(self, name: str, version: str, namespace: str) -> Any:
+        """The declaration under that key, or a PluginError that says which ones are declared."""
+
+    def declared(self) -> list[Any]:
+        """Every declaration of this process, built-ins included."""
+
+
+class _NoDeclarations:
+    """Until torch2trt_lite.plugins installs its registry, no plugin is declared."""
+
+    def find(self, name: str, version: str, namespace: str) -> Any | None:
+        return None
+
+    def get(self, name: str, version: str, namespace: str) -> Any:
+        raise PluginError(
+            f"plugin '{name}' version {version} in namespace '{namespace}' is not declared in this process "
+            "(torch2trt_lite.plugins is not loaded). Import the module that declares it (declare_plugin) before "
+            "loading the engine."
+        )
+
+    def declared(self) -> list[Any]:
+        return []
+
+
+_DECLARED: _Declarations = _NoDeclarations()
+
+
+def set_declared_plugins(declarations: _Declarations) -> None:
+    """Install where the sim's plugin registry finds declared plugins (not TensorRT API):
+    ``find(name, version, namespace)``, ``get(name, version, namespace)`` and ``declared()``, each
+    giving declaration objects (``torch2trt_lite.plugins.PluginDef``)."""
+    global _DECLARED
+    _DECLARED = declarations
+
+
 # ----------------------------------------------------------------------------- plugin objects
 class _SimPlugin:
     """The sim's plugin object: a declared plugin (PluginDef) with resolved attributes."""
@@ -101,12 +155,7 @@ class _SimPlugin:
         return len(self._pdef.outputs)
 
     def get_fields_to_serialize(self) -> PluginFieldCollection:
-        from ...plugins.api import field_array, field_type
-
-        return PluginFieldCollection(
-            PluginField(name, field_array(spec.kind, self._attrs[name]), field_type(PluginFieldType, spec.kind))
-            for name, spec in self._pdef.attrs.items()
-        )
+        return PluginFieldCollection(self._pdef.encode_fields(_FIELD_TYPES, self._attrs))
 
     def __repr__(self) -> str:
         return f"<sim plugin {self.plugin_name} v{self.plugin_version} ({self.plugin_namespace}) {dict(self._attrs)}>"
@@ -139,9 +188,7 @@ class _DeclaredCreator(IPluginCreatorV3One):
         )
 
     def create_plugin(self, name: str, field_collection: Any, phase: Any) -> _SimPlugin:
-        from ...plugins.api import decode_fields
-
-        return _SimPlugin(self._pdef, decode_fields(self._pdef, list(field_collection or [])), phase)
+        return _SimPlugin(self._pdef, self._pdef.decode_fields(list(field_collection or [])), phase)
 
 
 class IPluginRegistry:
@@ -178,9 +225,7 @@ class IPluginRegistry:
             return hit
         hit = self._declared.get(key)
         if hit is None:
-            from ...plugins.api import find_plugin
-
-            pdef = find_plugin(*key)
+            pdef = _DECLARED.find(*key)
             if pdef is None:
                 return None
             hit = self._declared[key] = _DeclaredCreator(pdef)
@@ -191,10 +236,7 @@ class IPluginRegistry:
 
     @property
     def all_creators(self) -> list[Any]:
-        from ...plugins.api import load_builtin_plugins, registered_plugins
-
-        load_builtin_plugins()
-        for pdef in registered_plugins():
+        for pdef in _DECLARED.declared():
             self.get_creator(pdef.name, pdef.version, pdef.namespace)
         return [*self._creators.values(), *(c for k, c in self._declared.items() if k not in self._creators)]
 
@@ -292,26 +334,22 @@ class IPluginV3Layer(ILayer):
 
     # -- plan
     def _extra_state(self) -> dict[str, Any]:
-        from ...plugins.api import attrs_to_json
-
         p = self._sim_plugin()
         return {
             "plugin": {
                 "name": p.plugin_name, "version": p.plugin_version, "namespace": p.plugin_namespace,
-                "attrs": json.dumps(attrs_to_json(p._attrs), sort_keys=True),
+                "attrs": json.dumps(p._pdef.attrs_to_json(p._attrs), sort_keys=True),
             },
             "n_shape_inputs": self._n_shape,
         }
 
     def _restore_extra(self, state: dict[str, Any]) -> None:
-        from ...plugins.api import attrs_from_json, get_plugin
-
         rec = state.get("plugin")
         if not isinstance(rec, dict):
             raise PluginError(f"layer '{self._name}': the plan holds no plugin record")
-        pdef = get_plugin(rec["name"], rec["version"], rec["namespace"])
+        pdef = _DECLARED.get(rec["name"], rec["version"], rec["namespace"])
         try:
-            attrs = attrs_from_json(pdef, json.loads(rec["attrs"]))
+            attrs = pdef.attrs_from_json(json.loads(rec["attrs"]))
         except ValueError as e:
             raise PluginError(f"layer '{self._name}': plugin attributes in the plan are corrupt: {e}") from None
         self._plugin = _SimPlugin(pdef, attrs)
@@ -336,5 +374,5 @@ class PluginMixin:
 
 __all__ = [
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3Layer", "PluginField", "PluginFieldCollection",
-    "PluginMixin",
+    "PluginMixin", "set_declared_plugins",
 ]
