@@ -21,7 +21,7 @@ demo: setup
 	$(VENV)/bin/torch2trt-lite convert torchvision:resnet50 --shape 2x3x224x224 -o resnet50.engine
 
 lint: setup
-	$(VENV)/bin/ruff check torch2trt_lite converters plugins_cuda tests samples benchmarks
+	$(VENV)/bin/ruff check torch2trt_lite converters plugins_cuda tests samples benchmarks tools
 
 typecheck: setup
 	$(VENV)/bin/mypy

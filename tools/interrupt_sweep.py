@@ -32,6 +32,11 @@ import torch2trt_lite
 from torch2trt_lite.registry import REGISTRY, load_builtin_converters
 from torch2trt_lite.trace import tracer
 
+try:
+    from torch2trt_lite.trace import opaque as _opaque
+except ImportError:  # older code: no TorchScript patches
+    _opaque = None  # type: ignore[assignment]
+
 # The functions an interrupt is injected into (those that exist: the sweep also runs on older code).
 TARGET_NAMES = (
     "activate", "_install", "_patch_all", "_uninstall", "_install_hooks", "_deactivate",
@@ -60,6 +65,8 @@ def snapshot() -> Snapshot:
         for owner, attr in record.owners:
             own = attr in vars(owner)
             snap[(id(owner), attr)] = (owner, attr, own, inspect.getattr_static(owner, attr))
+    for owner, attr, _, _ in getattr(_opaque, "PATCHES", ()):  # TorchScript's __call__ (trace/opaque.py)
+        snap[(id(owner), attr)] = (owner, attr, attr in vars(owner), inspect.getattr_static(owner, attr))
     return snap
 
 

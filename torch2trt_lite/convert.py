@@ -77,11 +77,13 @@ def convert(
     ``progress``: a display of the build's phases on stderr (None: when stderr is a terminal;
     True/False), or a monitor that may cancel the build (see :mod:`torch2trt_lite.build.progress`).
 
-    ``cache_dir``: a folder of built engines keyed by a SHA-256 of the model (code, parameters,
-    buffers), the inputs' names, dtypes and shapes, these options and the versions: a hit loads the
-    engine without tracing, a miss builds and saves it (``conversion_stats["cache"]`` says which; see
-    :mod:`torch2trt_lite.build.cache`). ``timing_cache`` (TensorRT): a file of kernel timings read
-    before the build (not one from another GPU or version) and written after it; the sim ignores it.
+    ``cache_dir``: a folder of built engines keyed by a SHA-256 of the model (code, attributes,
+    parameters, buffers), the inputs' names, dtypes, shape ranges and value bounds, these options and
+    the versions: a hit loads the engine without tracing, a miss builds and saves it
+    (``conversion_stats["cache"]`` says which; ``"off"`` with a warning where an attribute cannot be
+    hashed; see :mod:`torch2trt_lite.build.cache`). ``timing_cache`` (TensorRT): a file of kernel
+    timings read before the build (not one from another GPU or version) and written after it; the sim
+    ignores it.
     ``cuda_graph`` (real backends on a GPU): runs replay a captured CUDA graph (the sim refuses it).
 
     Dynamic shapes: an entry of ``inputs`` may be a :class:`torch2trt_lite.Input` (a min/opt/max
@@ -89,8 +91,10 @@ def convert(
     ``dynamic_batch=(lo, hi)`` over [lo, hi]; ``profiles=[[Input, ...], ...]`` builds one optimization
     profile per list (``TRTModule`` runs a call with the first that covers its shapes). The model is
     traced once with the sizes of dynamic dims symbolic (:mod:`torch2trt_lite.trace.symbolic`);
-    ``verify=True`` runs a dynamic engine on the sim at other sizes than the traced ones and refuses
-    it (``ConversionError``) where an output shape differs from eager PyTorch's.
+    ``verify=True`` runs a dynamic engine on the sim at other sizes than the traced ones (integer
+    inputs hold values the example holds, within an Input's ``low``/``high``) and refuses it
+    (``ConversionError``) where an output shape differs from eager PyTorch's, or where eager PyTorch
+    itself fails at those sizes (then the declared range is wider than the model allows).
 
     Precision (:mod:`torch2trt_lite.trace.precision`): ``precision="fp16"`` or ``"bf16"``
     (``fp16_mode=True`` is torch2trt's ``"fp16"``) builds a strongly typed network whose convolutions,
@@ -101,7 +105,8 @@ def convert(
     or in ``io_dtype`` (``"fp16"``: the engine takes its floating inputs in it too).
     ``int8_mode=True`` (torch2trt's) quantizes the model first (:func:`torch2trt_lite.quantize`) on
     ``int8_calib_dataset`` (batches; default: the examples) with ``int8_calib_algorithm``
-    (``"entropy"``, ``"max"``, ``"percentile"``, ``"mse"`` or a TensorRT ``CalibrationAlgoType``).
+    (``"entropy"``, ``"max"``, ``"percentile"``, ``"mse"`` or a TensorRT ``CalibrationAlgoType``); a
+    model with no convolution or linear layer to quantize converts in float precision, with a warning.
     """
     t0 = time.perf_counter()
     check_model(model)
@@ -129,6 +134,8 @@ def convert(
     if entry is not None:
         _cache.store(module, entry)
         stats["cache"] = "miss"
+    elif cache_dir is not None:  # the key cannot represent the model or an option (a warning said which)
+        stats["cache"] = "off"
     module.conversion_time_s = time.perf_counter() - t0
     module.conversion_stats = stats
     return module

@@ -319,13 +319,25 @@ def _register_optional(installed: bool = False) -> None:
     if not _WHEN_IMPORTED:
         return
     with _WHEN_IMPORTED_LOCK:
-        due = [
-            w for w in _WHEN_IMPORTED
-            if w[0] in sys.modules or (installed and importlib.util.find_spec(w[0]) is not None)
-        ]
+        due = [w for w in _WHEN_IMPORTED if w[0] in sys.modules or (installed and _importable(w[0]))]
         _WHEN_IMPORTED[:] = [w for w in _WHEN_IMPORTED if w not in due]
-    for _, register in due:
-        register()
+    for package, register in due:
+        if package in sys.modules:
+            register()
+            continue
+        try:  # NOTE: imported for supported_ops() only: one that does not import lists no converters
+            register()
+        except ImportError:
+            continue
+
+
+def _importable(package: str) -> bool:
+    """Whether ``package`` is installed (``find_spec`` of ``a.b`` imports ``a``: a missing or broken
+    parent is not installed, not an error)."""
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def load_builtin_converters() -> None:

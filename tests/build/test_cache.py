@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import array
+import dataclasses
+import enum
+import gc
 import importlib.util
+import json
 import logging
 import multiprocessing
 import os
 import pathlib
+import subprocess
+import sys
+import types
 from typing import Any
 
 import pytest
@@ -15,6 +23,7 @@ import torch
 import torch2trt_lite
 from torch2trt_lite.backends import sim_backend
 from torch2trt_lite.build import cache
+from torch2trt_lite.build.options import ConvertOptions
 
 HAS_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
 CALLS: list[int] = []  # forward calls of Net (outside the module: its attributes are part of the key)
@@ -51,13 +60,15 @@ def test_miss_then_hit(tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture)
     with caplog.at_level(logging.INFO, logger="torch2trt_lite"):
         first = torch2trt_lite.convert(m, [X], backend="sim", cache_dir=tmp_path)
         calls = len(CALLS)
+        gc.collect()  # NOTE: not a collection of earlier tests' garbage inside the timed hit
         again = torch2trt_lite.convert(m, [X], backend="sim", cache_dir=tmp_path)
     assert first.conversion_stats["cache"] == "miss" and again.conversion_stats["cache"] == "hit"
     assert len(CALLS) == calls, "a hit must not trace the model"
     assert cache.stats() == {"hits": 1, "misses": 1, "rebuilt": 0}
     assert "engine cache miss" in caplog.text and "engine cache hit" in caplog.text
     assert first.conversion_time_s is not None and again.conversion_time_s is not None
-    assert again.conversion_time_s < first.conversion_time_s, (again.conversion_time_s, first.conversion_time_s)
+    assert again.conversion_time_s < first.conversion_time_s, (
+        again.conversion_time_s, first.conversion_time_s, again.conversion_stats, first.conversion_stats)
     (entry,) = _entries(tmp_path)
     assert entry == cache.key(m, [X], ["input_0"], _options(), sim_backend()) + ".engine"
     with torch.no_grad():
@@ -221,3 +232,239 @@ def test_cache_hit_keeps_cuda_graph_option(tmp_path: Any) -> None:
     torch2trt_lite.convert(model, [x], backend="sim", cache_dir=tmp_path)
     with pytest.raises(torch2trt_lite.Torch2TRTError, match="CUDA graphs need a real TensorRT backend"):
         torch2trt_lite.convert(model, [x], backend="sim", cache_dir=tmp_path, cuda_graph=True)
+
+
+# ------------------------------------------------------------------ what the key must cover (issue 22)
+# Each model computes from a value that is not a parameter, buffer or plain number: changing that
+# value must change the key (a hit would return the engine of the old value).
+class DictScale(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.k = {"scale": 2.0}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.k["scale"]
+
+
+class Table(torch.nn.Module):
+    """A lookup table of floats (a list of 1000 or more: left out of the key before)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = [float(i) for i in range(1024)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.table[7]
+
+
+@dataclasses.dataclass
+class Inner:
+    scale: float
+
+
+@dataclasses.dataclass
+class Config:
+    name: str
+    inner: Inner
+
+
+class Nested(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cfg = Config("a", Inner(2.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.cfg.inner.scale
+
+
+class Mode(enum.Enum):
+    DOUBLE = 2
+    TRIPLE = 3
+
+
+class Moded(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mode = Mode.DOUBLE
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if self.mode is Mode.DOUBLE else x * 3
+
+
+def _change_dict(m: Any) -> None:
+    m.k["scale"] = 3.0
+
+
+def _change_table(m: Any) -> None:
+    m.table[7] = -1.5
+
+
+def _change_nested(m: Any) -> None:
+    m.cfg.inner.scale = 3.0
+
+
+def _change_mode(m: Any) -> None:
+    m.mode = Mode.TRIPLE
+
+
+@pytest.mark.parametrize(("make", "change"), [
+    (DictScale, _change_dict), (Table, _change_table), (Nested, _change_nested), (Moded, _change_mode),
+], ids=["dict", "list-of-floats", "nested-dataclass", "enum"])
+def test_a_changed_attribute_is_not_a_stale_hit(tmp_path: pathlib.Path, make: Any, change: Any) -> None:
+    m = make().eval()
+    x = torch.randn(2, 3)
+    first = torch2trt_lite.convert(m, [x], backend="sim", cache_dir=tmp_path)
+    torch.testing.assert_close(first(x), m(x))
+    assert torch2trt_lite.convert(make().eval(), [x], backend="sim", cache_dir=tmp_path).conversion_stats["cache"] == "hit"
+    change(m)
+    again = torch2trt_lite.convert(m, [x], backend="sim", cache_dir=tmp_path)
+    torch.testing.assert_close(again(x), m(x))  # a stale hit computes with the old value
+    assert again.conversion_stats["cache"] == "miss" and len(_entries(tmp_path)) == 2
+
+
+class LengthMask(torch.nn.Module):
+    """The longest length, read from the values, sizes the output (a shape input: its Input's
+    low/high are the engine's value range)."""
+
+    def forward(self, feat: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        n = lengths.max().item()
+        mask = torch.arange(n)[None, :] < lengths[:, None]
+        return feat[:, :n] * mask[..., None]
+
+
+def test_input_value_bounds_are_in_the_key(tmp_path: pathlib.Path) -> None:
+    m = LengthMask().eval()
+    feat = torch.randn(3, 64, 4)
+
+    def lengths(high: int) -> torch2trt_lite.Input:
+        return torch2trt_lite.Input((3,), (3,), (3,), dtype=torch.int64, example=torch.tensor([5, 9, 3]), low=1, high=high)
+
+    small = torch2trt_lite.convert(m, [feat, lengths(10)], backend="sim", cache_dir=tmp_path)
+    assert small.metadata["inputs"][1]["values"]["max"] == [9, 9, 9]
+    wide = torch2trt_lite.convert(m, [feat, lengths(65)], backend="sim", cache_dir=tmp_path)
+    x = torch.tensor([40, 2, 7])  # inside the second range, outside the first (a stale hit refuses it)
+    torch.testing.assert_close(wide(feat, x), m(feat, x))
+    assert wide.conversion_stats["cache"] == "miss"
+
+
+class Locked(torch.nn.Module):
+    """Its scale lives in a C array (no stable representation: the key cannot hash it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.lin.factors = array.array("d", [2.0])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * self.lin.factors[0]
+
+
+def test_an_unrepresentable_attribute_turns_the_cache_off(tmp_path: pathlib.Path,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    m = Locked().eval()
+    x = torch.randn(2, 3)
+    with caplog.at_level(logging.WARNING, logger="torch2trt_lite"):
+        first = torch2trt_lite.convert(m, [x], backend="sim", cache_dir=tmp_path)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "lin.factors (a array.array)" in warned[0] and "cache" in warned[0], warned
+    assert first.conversion_stats["cache"] == "off" and _entries(tmp_path) == []
+    m.lin.factors[0] = 3.0
+    again = torch2trt_lite.convert(m, [x], backend="sim", cache_dir=tmp_path)
+    assert again.conversion_stats["cache"] == "off" and _entries(tmp_path) == []
+    with torch.no_grad():
+        torch.testing.assert_close(again(x), m(x))
+
+
+class Shared(torch.nn.Module):
+    """Attributes that loop back (a dict holding itself, an object holding the model) and a set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        loop: dict[str, Any] = {"scale": 2.0}
+        loop["self"] = loop
+        self.loop = loop
+        self.holder = types.SimpleNamespace(owner=self, helper=self.lin, tags={"b", "a", "c"})
+        self.act = torch.nn.functional.gelu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.lin(x)) * self.loop["scale"]
+
+
+def test_cycles_sets_and_functions_are_keyed() -> None:
+    be = sim_backend()
+    x = torch.randn(2, 3)
+    torch.manual_seed(0)
+    m = Shared().eval()
+    base = cache.key(m, [x], ["input_0"], _options(), be)
+    assert base is not None
+    torch.manual_seed(0)
+    assert cache.key(Shared().eval(), [x], ["input_0"], _options(), be) == base
+    m.loop["scale"] = 3.0
+    assert cache.key(m, [x], ["input_0"], _options(), be) != base
+    m.loop["scale"] = 2.0
+    m.holder.tags.add("d")
+    assert cache.key(m, [x], ["input_0"], _options(), be) != base
+    m.holder.tags.discard("d")
+    m.act = torch.nn.functional.silu
+    assert cache.key(m, [x], ["input_0"], _options(), be) != base
+
+
+_KEY_IN_A_FRESH_PROCESS = """
+import sys, torch
+sys.path.insert(0, {root!r})
+from tests.build.test_cache import Shared, _options
+from torch2trt_lite.backends import sim_backend
+from torch2trt_lite.build import cache
+torch.manual_seed(0)
+print(cache.key(Shared().eval(), [torch.zeros(2, 3)], ["input_0"], _options(), sim_backend()))
+"""
+
+
+def test_the_key_is_the_same_in_another_process() -> None:
+    """Sets and dicts hash by content, not by the process's string hashes (PYTHONHASHSEED)."""
+    torch.manual_seed(0)
+    want = cache.key(Shared().eval(), [torch.zeros(2, 3)], ["input_0"], _options(), sim_backend())
+    root = str(pathlib.Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", _KEY_IN_A_FRESH_PROCESS.format(root=root)], env=env,
+                         capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.split()[-1] == want
+
+
+# a value other than the default for each option that is in the key
+_OPTION_VALUES: dict[str, Any] = {
+    "output_names": ["y"], "max_workspace_size": 1 << 20, "verify": False, "precision": "fp16",
+    "fp16_mode": True, "precision_overrides": {torch.nn.LayerNorm: "fp32", torch.nn.functional.softmax: "fp16"},
+    "io_dtype": "fp16", "int8_mode": True, "int8_calib_algorithm": "max",
+}
+
+
+def test_every_option_is_in_the_key_or_says_why_not() -> None:
+    fields = {f.name for f in dataclasses.fields(ConvertOptions)}
+    assert set(cache.NOT_KEYED) <= fields, set(cache.NOT_KEYED) - fields
+    keyed = fields - set(cache.NOT_KEYED)
+    assert keyed == set(_OPTION_VALUES), (
+        f"new convert options {keyed - set(_OPTION_VALUES)}: give each a value here (it is in the cache key), "
+        "or name it in cache.NOT_KEYED with the reason"
+    )
+    base, bad = cache.option_items(ConvertOptions())
+    assert base == {} and bad is None  # the defaults: the keys of existing entries stay as they were
+    seen = []
+    for name, value in _OPTION_VALUES.items():
+        items, bad = cache.option_items(ConvertOptions(**{name: value}))
+        assert bad is None and list(items) == [f"option {name}"], (name, items, bad)
+        seen.append(json.dumps(items, sort_keys=True))
+        assert cache.option_items(ConvertOptions(**{name: value})) == (items, None)  # stable
+    assert len(set(seen)) == len(seen)
+    for name in cache.NOT_KEYED:
+        items, _ = cache.option_items(ConvertOptions(**{name: object()}))
+        assert items == {}, name
+
+
+def test_verify_false_entry_is_not_hit_by_verify_true(tmp_path: pathlib.Path) -> None:
+    m = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()).eval()
+    x = torch.randn(2, 3)
+    torch2trt_lite.convert(m, [x], backend="sim", cache_dir=tmp_path, max_batch_size=4, verify=False)
+    t = torch2trt_lite.convert(m, [x], backend="sim", cache_dir=tmp_path, max_batch_size=4)
+    assert t.conversion_stats["cache"] == "miss"

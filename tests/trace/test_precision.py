@@ -8,6 +8,7 @@ computations, not of precision loss."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 import pytest
@@ -387,3 +388,25 @@ def test_fp16_with_a_dynamic_batch() -> None:
         xb = torch.randn(b, 3, 8, 8)
         torch.testing.assert_close(trt(xb), _by_hand(m, xb, torch.float16), **FP16_TOL)
         torch.testing.assert_close(io(xb.half()).float(), _by_hand(m, xb.half(), torch.float16), **FP16_TOL)
+
+
+def test_int8_mode_with_nothing_to_quantize_converts_in_float(caplog: pytest.LogCaptureFixture) -> None:
+    """torch2trt builds a model with no conv/linear layer in int8_mode too: here it converts in float
+    precision, with one warning that nothing was quantized (issue 27)."""
+
+    class Norms(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = nn.LayerNorm(8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.norm(x)) * 2
+
+    m = Norms().eval()
+    x = torch.randn(2, 8)
+    with caplog.at_level(logging.WARNING, logger="torch2trt_lite"):
+        trt = torch2trt_lite.convert(m, [x], backend="sim", int8_mode=True)
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1 and "nothing was quantized" in warned[0], warned
+    with torch.no_grad():
+        torch.testing.assert_close(trt(x), m(x), rtol=1e-4, atol=1e-5)

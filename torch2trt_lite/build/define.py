@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from torch2trt_lite.backends import Backend, CapturingLogger
+from torch2trt_lite.build.dependence import check_dependence
 from torch2trt_lite.build.inputs import default_names, example_copy
 from torch2trt_lite.errors import ConversionError, Torch2TRTError
 from torch2trt_lite.runtime.structure import decode_tree, dtype_name, encode_tree, tensor_leaves
@@ -181,6 +182,7 @@ def define(
         return it
 
     out_meta = []
+    outs = []
     for name, t in zip(onames, tensors, strict=True):
         it = ctx.itensor(t)
         dtype = t.dtype
@@ -189,6 +191,7 @@ def define(
             it, dtype = ctx.cast(it, out_float), out_float  # NOTE: the boundary cast back to the user's type
             ctx.name_layers(start, "", f"{name}_to_{_precision.short_name(out_float)}")
         it = mark(it, name)
+        outs.append(it)
         out_shape = list(t.shape) if net_shapes is None else [int(d) for d in it.shape]
         out_meta.append({"name": name, "dtype": dtype_name(dtype), "shape": out_shape})
     for k, (it, message) in enumerate(ctx.assertions):
@@ -196,6 +199,8 @@ def define(
         # IAssertionLayer takes shape tensors only: see converters/assertions.py)
         mark(it, f"assert_{k}")
         out_meta.append({"name": f"assert_{k}", "dtype": "bool", "shape": [1], "assert": message})
+    # NOTE: outputs no input reaches, and tensors no visible call made, are checked against eager runs
+    check_dependence(model, xs, in_tree, tracer.provenance.suspects, network, outs, onames)
     out_tree = encode_tree(out, [0])
     return NetworkDefinition(be, builder, network, logger, ctx, names, out_meta, out_tree, t_trace, policy)
 

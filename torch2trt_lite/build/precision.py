@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
@@ -10,6 +11,8 @@ import torch
 from torch2trt_lite.errors import Torch2TRTError
 from torch2trt_lite.trace import precision as _precision
 from torch2trt_lite.trace import shapes as _shapes
+
+_log = logging.getLogger("torch2trt_lite")
 
 
 def precision_setup(
@@ -44,7 +47,7 @@ def int8_model(model: Any, inputs: Any, flag: Any, dataset: Any, algorithm: Any)
         if dataset is not None or algorithm is not None:
             raise Torch2TRTError("int8_calib_dataset and int8_calib_algorithm go with int8_mode=True")
         return model
-    from torch2trt_lite.quantization import METHODS, QuantizedModel, quantize
+    from torch2trt_lite.quantization import METHODS, QuantizedModel, quantizable_layers, quantize
 
     if flag is not True:
         raise Torch2TRTError(f"int8_mode must be True or False, got {flag!r}")
@@ -59,6 +62,14 @@ def int8_model(model: Any, inputs: Any, flag: Any, dataset: Any, algorithm: Any)
             f"int8_calib_algorithm={algorithm!r}: use 'entropy', 'max', 'percentile' or 'mse' (or a TensorRT "
             "CalibrationAlgoType ENTROPY_CALIBRATION(_2) / MINMAX_CALIBRATION)"
         )
+    chosen, skipped = quantizable_layers(model)
+    if not chosen:  # NOTE: torch2trt builds such a model too (TensorRT quantizes nothing in it)
+        left = f" ({', '.join(f'{k}: {v}' for k, v in skipped.items())})" if skipped else ""
+        _log.warning(
+            "torch2trt-lite: int8_mode=True, but nothing was quantized: the model has no nn.Conv1d/2d/3d, "
+            "nn.ConvTranspose1d/2d/3d or nn.Linear layer to quantize%s; converting it in float precision", left,
+        )
+        return model
     if dataset is None:
         xs = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
         if not all(isinstance(x, torch.Tensor) for x in xs):

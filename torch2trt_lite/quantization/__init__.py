@@ -62,12 +62,13 @@ from .methods import (
     compute_amax,
     weight_amax,
 )
-from .model import QuantizedModel, load_calibration, quantization_info, quantize
+from .model import QuantizedModel, load_calibration, quantizable_layers, quantization_info, quantize
 
 __all__ = [
     "DTYPES", "FORMAT", "FORMAT_VERSION", "FP8_MAX", "INT8_MAX", "INT8_MIN", "METHODS", "QMAX", "QUANTIZABLE",
     "CalibrationError", "FakeQuantizer", "LayerScales", "Observer", "QuantConv1d", "QuantConv2d", "QuantConv3d",
     "QuantConvTranspose1d", "QuantConvTranspose2d", "QuantConvTranspose3d", "QuantLinear", "QuantizedModel",
     "Settings", "amax_entropy", "amax_mse", "amax_percentile", "compute_amax", "fake_quantize_fp8",
-    "fake_quantize_weight", "load_calibration", "quantization_info", "quantize", "weight_amax", "weight_axis",
+    "fake_quantize_weight", "load_calibration", "quantizable_layers", "quantization_info", "quantize", "weight_amax",
+    "weight_axis",
 ]

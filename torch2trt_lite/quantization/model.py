@@ -96,13 +96,30 @@ def _select(model: nn.Module, layers: Sequence[Any] | None, exclude: Sequence[An
                 f"layers=[{spec.__name__}]: only convolutions (nn.Conv1d/2d/3d, nn.ConvTranspose1d/2d/3d) and "
                 "nn.Linear layers can be quantized"
             )
-    chosen: list[str] = []
-    skipped: dict[str, str] = {}
     named = dict(model.named_modules())
     for spec in specs or []:
         if isinstance(spec, str) and spec and spec not in named and not any(n.startswith(spec + ".") for n in named):
             raise CalibrationError(f"layers=[{spec!r}]: the model has no module at that path")
-    for name, m in named.items():
+    chosen, skipped = _candidates(model, specs, exclude)
+    if not chosen:
+        raise CalibrationError(
+            "no layer to quantize: the model has no nn.Conv1d/2d/3d, nn.ConvTranspose1d/2d/3d or nn.Linear "
+            f"layer selected by layers={layers!r}, exclude={list(exclude)!r}"
+            + (f" (left out: {skipped})" if skipped else "")
+        )
+    return chosen, skipped
+
+
+def quantizable_layers(model: nn.Module) -> tuple[list[str], dict[str, str]]:
+    """(the paths of the layers :func:`quantize` quantizes by default, {path: why not} of the
+    convolutions and linear layers it leaves out); no paths: the model has nothing to quantize."""
+    return _candidates(model, None, ())
+
+
+def _candidates(model: nn.Module, specs: list[Any] | None, exclude: Sequence[Any]) -> tuple[list[str], dict[str, str]]:
+    chosen: list[str] = []
+    skipped: dict[str, str] = {}
+    for name, m in model.named_modules():
         if not isinstance(m, QUANTIZABLE) or isinstance(m, QuantMixin):
             continue
         if specs is not None and not _matches(name, m, specs):
@@ -113,12 +130,6 @@ def _select(model: nn.Module, layers: Sequence[Any] | None, exclude: Sequence[An
             skipped[name] = f"{type(m).__name__} overrides forward(); only torch's own layer forward is quantized"
             continue
         chosen.append(name)
-    if not chosen:
-        raise CalibrationError(
-            "no layer to quantize: the model has no nn.Conv1d/2d/3d, nn.ConvTranspose1d/2d/3d or nn.Linear "
-            f"layer selected by layers={layers!r}, exclude={list(exclude)!r}"
-            + (f" (left out: {skipped})" if skipped else "")
-        )
     return chosen, skipped
 
 
@@ -362,4 +373,4 @@ def load_calibration(
     return QuantizedModel(work, scales, settings)
 
 
-__all__ = ["QuantizedModel", "load_calibration", "quantization_info", "quantize"]
+__all__ = ["QuantizedModel", "load_calibration", "quantizable_layers", "quantization_info", "quantize"]

@@ -61,6 +61,7 @@ from torch2trt_lite.registry import (
     load_builtin_converters,
     owners_of_function,
 )
+from torch2trt_lite.trace import opaque as _opaque
 from torch2trt_lite.trace.context import arg_tensors
 from torch2trt_lite.trace.precision import Policy, cast_call
 from torch2trt_lite.trace.symbolic import (
@@ -103,6 +104,9 @@ def _func_name(func: Any) -> str:
 
 
 def _func_qualname(func: Any) -> str:
+    op = _opaque.op_name(func)  # torch.ops.<namespace>.<op>: the name a converter is registered under
+    if op is not None:
+        return op
     owners = owners_of_function(func)
     if owners:
         return owners[0][2]
@@ -202,7 +206,7 @@ class _Guard(TorchFunctionMode):
                 return tracer.symbolic.read(name, func, args, kwargs)
             return func(*args, **kwargs)
         if not tracer.touches_traced(args, kwargs):
-            return func(*args, **kwargs)
+            return tracer.provenance.made(func(*args, **kwargs), args, kwargs)  # untraced, made in sight
         record = _ORIGINALS.get(id(func))
         if record is None and getattr(func, "__name__", None) == "__get__":  # a Tensor property (x.T)
             prop = tracer.registry.get(f"torch.Tensor.{name}")
@@ -220,6 +224,8 @@ class _Guard(TorchFunctionMode):
                 return got
         qual = _func_qualname(func)
         reason = "no converter is registered for this call on a traced tensor"
+        if qual.startswith("torch.ops."):
+            reason += f" (a torch.ops operator: convert it with @torch2trt_lite.converter('{qual}') or a plugin)"
         if name in _VALUE_READS:
             reason = (
                 "reads tensor values into Python, which would freeze them into the engine as constants "
@@ -284,6 +290,7 @@ class Tracer:
         self.scope: list[str] = []
         self.problems: list[Unsupported] = []
         self._traced_ids: Callable[[Any], bool] = ctx.is_traced
+        self.provenance = _opaque.Provenance(ctx.is_traced, model)  # where untraced arguments come from
         self.guard: _Guard | None = None  # the strict guard while active (see _convert)
         self._hooks: list[Any] = []
         self._live = False  # between the start of activate() and the end of its cleanup
@@ -387,8 +394,7 @@ class Tracer:
                     _ORIGINALS[id(new)] = record
                 _PATCHES.append((owner, attr, original, had))
                 setattr(owner, attr, new)
-        owner = torch.Tensor
-        for attr, source, new in _VALUE_READ_PATCHES:
+        for owner, attr, source, new in (*((torch.Tensor, *p) for p in _VALUE_READ_PATCHES), *_opaque.PATCHES):
             had = attr in vars(owner)
             original = vars(owner)[attr] if had else getattr(owner, attr)
             if original is not source:  # a registered target (patched above) or changed since import
@@ -602,6 +608,7 @@ def _convert(
     popped = _pop_guard(guard)
     swap = None
     try:
+        tracer.provenance.check(args, kwargs, record.qualname, tracer.module_path)  # NOTE: before casts replace them
         ctx = tracer.ctx
         if tracer.precision is not None and not _is_inplace(record.qualname):  # NOTE: an in-place op keeps its types
             args, kwargs, swap = cast_call(tracer.precision, ctx, record.qualname, record.kind, tracer.module_path,
