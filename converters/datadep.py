@@ -49,7 +49,9 @@ def convert_nonzero(ctx: ConversionContext, call: Call) -> Any:
     coords = D.nonzero_coords(ctx, x, x)
     if call.kwargs.get("as_tuple", call.args[1] if call.qualname.endswith("nonzero") and len(call.args) > 1 else False):
         return tuple(D.rows(ctx, coords, x.dim()))
-    return S.transpose(ctx, coords, 0, 1)
+    out = S.transpose(ctx, coords, 0, 1)
+    ctx.known_sizes(out, list(reversed(Y.network_sizes(ctx, coords))), tuple(call.output.shape))  # [count, rank]
+    return out
 
 
 def _where_check(call: Call) -> str | None:

@@ -374,6 +374,10 @@ def convert_unique(ctx: ConversionContext, call: Call) -> Any:
         nxt = ctx.network.add_slice(ext, (1,), (1,), (1,))
         nxt.set_input(2, S.shape_of(ctx, starts))  # ext[1 : 1 + U]: the next run's start
         results.append(E.ew(ctx, nxt.get_output(0), starts, "SUB"))
+    count = Y.network_sizes(ctx, starts)[0]  # the values and counts have the count, the inverse x's sizes
+    kinds = ["values"] + (["inverse"] if want_inverse else []) + (["counts"] if want_counts else [])
+    for r, t, kind in zip(results, out, kinds, strict=False):
+        ctx.known_sizes(r, list(Y.sizes_of(ctx, x)) if kind == "inverse" else [count], tuple(t.shape))
     return results[0] if len(results) == 1 else tuple(results)
 
 

@@ -57,14 +57,20 @@ def _view_check(call: Call) -> str | None:
 @converter(T.view, T.reshape, torch.reshape, check=_view_check)
 def convert_reshape(ctx: ConversionContext, call: Call) -> Any:
     dims = _sizes(call, 1, "shape")
+    x = call.arg(0, "input")
     if Y.has_sym(dims):
-        Y.sizes_of(ctx, call.arg(0, "input"))  # the input's dynamic dims, so the reshape copies those it keeps
-    return S.reshape(ctx, _in(ctx, call), dims)
+        Y.sizes_of(ctx, x)  # the input's dynamic dims, so the reshape copies those it keeps
+    out = S.reshape(ctx, _in(ctx, call), dims)
+    S.record_reshape(ctx, out, x, dims, tuple(call.output.shape))
+    return out
 
 
 @converter(T.view_as, T.reshape_as)
 def convert_view_as(ctx: ConversionContext, call: Call) -> Any:
-    return S.reshape(ctx, _in(ctx, call), Y.sizes_of(ctx, call.arg(1, "other")))
+    dims = Y.sizes_of(ctx, call.arg(1, "other"))
+    out = S.reshape(ctx, _in(ctx, call), dims)
+    S.record_reshape(ctx, out, call.arg(0, "input"), dims, tuple(call.output.shape))
+    return out
 
 
 @converter(torch.flatten, T.flatten)
@@ -72,7 +78,9 @@ def convert_flatten(ctx: ConversionContext, call: Call) -> Any:
     start, end = call.arg(1, "start_dim", 0), call.arg(2, "end_dim", -1)
     if isinstance(start, str) or isinstance(end, str):
         raise ConversionError("flatten with named dims is not supported")
-    return S.flatten(ctx, _in(ctx, call), int(start), int(end))
+    out = S.flatten(ctx, _in(ctx, call), int(start), int(end))
+    S.record_flatten(ctx, out, call.arg(0, "input"), int(start), int(end), tuple(call.output.shape))
+    return out
 
 
 @converter(torch.unflatten, T.unflatten)
@@ -82,7 +90,12 @@ def convert_unflatten(ctx: ConversionContext, call: Call) -> Any:
     n = len(tuple(it.shape))
     d = S.norm_dim(dim, n)
     spec = [S.Copy(i) for i in range(d)] + sizes + [S.Copy(i) for i in range(d + 1, n)]
-    return S.reshape_spec(ctx, it, spec)
+    out = S.reshape_spec(ctx, it, spec)
+    x = call.arg(0, "input")
+    if Y.dynamic(ctx):  # the dim's sizes as given, -1 its size over the others'
+        have = list(Y.sizes_of(ctx, x))
+        S.record_reshape(ctx, out, x, have[:d] + S.reshaped(have[d], sizes) + have[d + 1:], tuple(call.output.shape))
+    return out
 
 
 @converter(torch.squeeze, T.squeeze, T.squeeze_)
@@ -97,9 +110,31 @@ def convert_unsqueeze(ctx: ConversionContext, call: Call) -> Any:
 
 
 # --------------------------------------------------------------------------- permutations
+def _permute(ctx: ConversionContext, call: Call, perm: Sequence[int], identity: bool = False) -> Any:
+    """``call``'s input permuted by ``perm``; its dynamic sizes go with their dims (recorded). A
+    tensor of rank < 2 is returned as it is (``permute``) or as an identity (``t``, ``T``)."""
+    it = _in(ctx, call)
+    n = len(tuple(it.shape))
+    if n < 2:
+        return _identity(ctx, it) if identity else S.permute(ctx, it, perm)
+    perm = [S.norm_dim(d, n) for d in perm]
+    out = S.permute(ctx, it, perm)
+    x = call.arg(0, "input")
+    if Y.dynamic(ctx) and out is not it and sorted(perm) == list(range(n)):
+        sizes = Y.sizes_of(ctx, x)
+        ctx.known_sizes(out, [sizes[p] for p in perm], tuple(call.output.shape))
+    return out
+
+
+def _swap(n: int, d0: int, d1: int) -> list[int]:
+    perm, a, b = list(range(n)), S.norm_dim(d0, n), S.norm_dim(d1, n)
+    perm[a], perm[b] = perm[b], perm[a]
+    return perm
+
+
 @converter(torch.permute, T.permute)
 def convert_permute(ctx: ConversionContext, call: Call) -> Any:
-    return S.permute(ctx, _in(ctx, call), _sizes(call, 1, "dims"))
+    return _permute(ctx, call, _sizes(call, 1, "dims"))
 
 
 @converter(torch.transpose, T.transpose, T.transpose_, torch.swapaxes, T.swapaxes, T.swapaxes_, torch.swapdims,
@@ -107,27 +142,23 @@ def convert_permute(ctx: ConversionContext, call: Call) -> Any:
 def convert_transpose(ctx: ConversionContext, call: Call) -> Any:
     d0 = call.arg(1, "dim0", call.kwargs.get("axis0"))
     d1 = call.arg(2, "dim1", call.kwargs.get("axis1"))
-    return S.transpose(ctx, _in(ctx, call), int(d0), int(d1))
+    n = len(tuple(_in(ctx, call).shape))
+    return _permute(ctx, call, _swap(n, int(d0), int(d1))) if n >= 2 else S.transpose(ctx, _in(ctx, call), int(d0), int(d1))
 
 
 @converter(torch.t, T.t, T.t_)
 def convert_t(ctx: ConversionContext, call: Call) -> Any:
-    it = _in(ctx, call)
-    if len(tuple(it.shape)) < 2:
-        return _identity(ctx, it)
-    return S.transpose(ctx, it, 0, 1)
+    return _permute(ctx, call, [1, 0], identity=True)
 
 
 def _convert_T(ctx: ConversionContext, call: Call) -> Any:
-    it = _in(ctx, call)
-    n = len(tuple(it.shape))
-    if n < 2:
-        return _identity(ctx, it)
-    return S.permute(ctx, it, list(range(n - 1, -1, -1)))
+    n = len(tuple(_in(ctx, call).shape))
+    return _permute(ctx, call, list(range(n - 1, -1, -1)), identity=True)
 
 
 def _convert_mT(ctx: ConversionContext, call: Call) -> Any:
-    return S.transpose(ctx, _in(ctx, call), -2, -1)
+    n = len(tuple(_in(ctx, call).shape))
+    return _permute(ctx, call, _swap(n, -2, -1)) if n >= 2 else S.transpose(ctx, _in(ctx, call), -2, -1)
 
 
 converter("torch.Tensor.T")(_convert_T)
@@ -148,7 +179,7 @@ def convert_movedim(ctx: ConversionContext, call: Call) -> Any:
         perm[d] = s
     rest = iter(i for i in range(n) if i not in src)
     perm = [p if p >= 0 else next(rest) for p in perm]
-    return S.permute(ctx, it, perm)
+    return _permute(ctx, call, perm) if n >= 2 else S.permute(ctx, it, perm)
 
 
 # ------------------------------------------------------------------------------ identity
@@ -172,15 +203,23 @@ def convert_expand(ctx: ConversionContext, call: Call) -> Any:
     sizes = _sizes(call, 1, "size")
     lead = len(sizes) - S.rank(it)
     src = Y.sizes_of(ctx, call.arg(0, "input"))
-    return S.expand(ctx, it, [src[i - lead] if (not isinstance(d, Y.SymSize) and d == -1) else d
-                              for i, d in enumerate(sizes)])
+    return _expanded(ctx, it, [src[i - lead] if (not isinstance(d, Y.SymSize) and d == -1) else d
+                               for i, d in enumerate(sizes)], call)
+
+
+def _expanded(ctx: ConversionContext, it: Any, target: list[Any], call: Call) -> Any:
+    """``it`` expanded to ``target``, whose sizes the output has (recorded)."""
+    out = S.expand(ctx, it, target)
+    if out is not it:
+        ctx.known_sizes(out, target, tuple(call.output.shape))
+    return out
 
 
 @converter(T.expand_as)
 def convert_expand_as(ctx: ConversionContext, call: Call) -> Any:
     if not Y.dynamic(ctx):
         return S.expand(ctx, _in(ctx, call), tuple(call.output.shape))
-    return S.expand(ctx, _in(ctx, call), Y.sizes_of(ctx, call.arg(1, "other")))
+    return _expanded(ctx, _in(ctx, call), list(Y.sizes_of(ctx, call.arg(1, "other"))), call)
 
 
 @converter("torch.broadcast_tensors")
@@ -372,7 +411,8 @@ def _chunk_dynamic(ctx: ConversionContext, call: Call, dim: int) -> list[Any]:
     else:  # tensor_split at indices: x[:i0], x[i0:i1], .., x[ik:] (Python slice clamping)
         idx = [int(i) for i in arg]
         bounds = list(zip([None, *idx], [*idx, None], strict=True))
-    return [I.getitem(ctx, x, (slice(None),) * dim + (slice(b, e),), ()) for b, e in bounds]
+    return [I.getitem(ctx, x, (slice(None),) * dim + (slice(b, e),), tuple(o.shape))
+            for (b, e), o in zip(bounds, call.output, strict=True)]
 
 
 @converter(torch.chunk, T.chunk, torch.tensor_split, T.tensor_split)

@@ -62,10 +62,14 @@ def _like_value(kind: str, call: Call) -> Any:
     return call.arg(1, "fill_value")
 
 
-def _filled(ctx: ConversionContext, shape: tuple, value: Any, dtype: torch.dtype) -> Any:
-    """A tensor of ``shape`` filled with ``value``: a one-element constant broadcast (no big weights)."""
+def _filled(ctx: ConversionContext, shape: tuple, value: Any, dtype: torch.dtype, out: Any = None) -> Any:
+    """A tensor of ``shape`` filled with ``value``: a one-element constant broadcast (no big weights);
+    ``out``: the traced result, whose dynamic sizes are those of ``shape`` (recorded)."""
     one = ctx.constant(torch.full((1,) * len(shape), value, dtype=dtype))
-    return S.expand(ctx, one, shape) if any(Y.is_sym(s) or s != 1 for s in shape) else one
+    it = S.expand(ctx, one, shape) if any(Y.is_sym(s) or s != 1 for s in shape) else one
+    if out is not None:
+        ctx.known_sizes(it, list(shape), tuple(out.shape))
+    return it
 
 
 def _like(kind: str) -> Any:
@@ -105,7 +109,7 @@ def _new(kind: str) -> Any:
         sizes: Any = tuple(out.shape)
         if Y.dynamic(ctx):  # the sizes as given: dynamic ones stay symbolic
             sizes = _creation_sizes(call, 1) if call.args[1:] or "size" in call.kwargs else sizes
-        return _filled(ctx, sizes, value, out.dtype)
+        return _filled(ctx, sizes, value, out.dtype, out)
 
     return convert
 
@@ -168,10 +172,13 @@ def _create(kind: str) -> Any:
         sizes = _creation_sizes(call)
         if Y.is_sym(value):  # torch.full(shape, x.size(0)): the size's network value, not the traced one
             v = Y.scalar(ctx, value, out.dtype)
-            return S.expand(ctx, S.reshape(ctx, v, [1] * len(sizes)), sizes) if sizes else v
-        ctx.mark_filled(out, out.flatten()[0].item() if out.numel() else value)
-        one = ctx.constant(torch.full((1,) * len(sizes), value, dtype=out.dtype))
-        return S.expand(ctx, one, sizes) if sizes else ctx.constant(torch.full((), value, dtype=out.dtype))
+            it = S.expand(ctx, S.reshape(ctx, v, [1] * len(sizes)), sizes) if sizes else v
+        else:
+            ctx.mark_filled(out, out.flatten()[0].item() if out.numel() else value)
+            one = ctx.constant(torch.full((1,) * len(sizes), value, dtype=out.dtype))
+            it = S.expand(ctx, one, sizes) if sizes else ctx.constant(torch.full((), value, dtype=out.dtype))
+        ctx.known_sizes(it, sizes, tuple(out.shape))  # the sizes given (torch.zeros(n, 4) is n by 4)
+        return it
 
     return convert
 
@@ -207,4 +214,6 @@ def convert_arange(ctx: ConversionContext, call: Call) -> Any:
     layer.set_input(0, Y.to_itensor(ctx, n))
     layer.set_input(1, Y.scalar(ctx, start, work))
     layer.set_input(2, ctx.cast(Y.to_itensor(ctx, step), work))
-    return E.convert_dtype(ctx, layer.get_output(0), out.dtype)
+    it = E.convert_dtype(ctx, layer.get_output(0), out.dtype)
+    ctx.known_sizes(it, [n], tuple(out.shape))
+    return it

@@ -1,8 +1,10 @@
 """Differential fuzzing of dynamic and data-dependent programs: an engine matches eager or refuses.
 
 Each random program combines masks, nonzero, top-k, sort, unique, concatenation, counts compared
-and subtracted, sizes read from values, Python branches on sizes, writes into views of fresh
-tensors, and two inputs with their own ranges (traced at equal or distinct sizes). It is converted
+(with each other and with input sizes) and subtracted, sizes read from values (and compared),
+Python branches on sizes, reshapes and transposes, writes into views of fresh tensors, and two
+inputs with their own ranges (traced at equal or distinct sizes; traced alike, they are also run
+at equal sizes, since the engine checks that dims traced alike stay equal). It is converted
 once on the sim (``convert`` with its defaults, ``verify`` included) and then run against eager
 PyTorch at many input sizes and values inside the ranges. The only accepted outcomes are:
 
@@ -33,7 +35,11 @@ from typing import Any
 WIDTH = 4  # every row tensor of a program is [rows, WIDTH]
 RUNS = 10  # input sets per program
 KINDS = ("mask", "nonzero", "topk", "sort", "cat", "unique", "slice", "slice_by", "branch_eq", "branch_gt",
-         "size_diff", "sizes_sum", "write", "masked_write", "value_size", "sin", "count_scale")
+         "size_diff", "sizes_sum", "write", "masked_write", "value_size", "sin", "count_scale",
+         # sizes compared, counts compared with each other and with input sizes, value reads compared,
+         # and ops whose output dims are not their input's at the same position (reshapes, transposes)
+         "mask_cmp", "count_vs_size", "nonzero_all", "item_cmp", "item_slice", "reshape", "transpose", "rowsum",
+         "count_expr", "slice_min")
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,7 @@ def generate(rng: random.Random) -> Spec:
     uses_n = False
     for _ in range(rng.randint(1, 6)):
         kind = rng.choice(KINDS)
-        uses_n |= kind == "value_size"
+        uses_n |= kind in ("value_size", "item_cmp", "item_slice")
         ops.append(Op(kind, rng.randrange(count), rng.randrange(count), rng.randint(0, 6), rng.randrange(WIDTH),
                       round(rng.uniform(-1.0, 1.0), 2)))
         count += 1
@@ -125,6 +131,32 @@ def _apply(op: Op, ts: list[Any], n: Any) -> Any:
         return torch.sin(t) * 2
     if kind == "count_scale":
         return t * (t[:, op.col] > op.thr).sum()
+    if kind == "mask_cmp":  # two counts traced alike are not one size
+        a, b = t[t[:, op.col] > op.thr], t[t[:, (op.col + 1) % WIDTH] > -op.thr]
+        return a + 1 if a.size(0) == b.size(0) else b * 2
+    if kind == "count_vs_size":  # a count traced at an input's size is not that size
+        a = t[t[:, op.col] > op.thr]
+        return a * 2 if a.size(0) >= u.size(0) - op.k % 3 else a - 1
+    if kind == "nonzero_all":
+        idx = torch.nonzero(t[:, op.col] > op.thr)[:, 0]
+        return t[idx] * 2 if idx.size(0) == t.size(0) else t[idx] + 3
+    if kind == "item_cmp":  # a size read from a value, compared with an input's size
+        k = n.max().item()
+        return t[:k] if k <= t.size(0) else t * 4
+    if kind == "item_slice":
+        k = n.max().item()
+        return t[: k + op.k % 3] + u.sum()
+    if kind == "reshape":
+        return t.reshape(-1, 2).reshape(-1, WIDTH).unsqueeze(1).flatten(0, 1) + 1
+    if kind == "transpose":
+        return (t.t() * 2).t().contiguous() + t.transpose(0, 1).transpose(0, 1)
+    if kind == "rowsum":
+        return t.sum(1, keepdim=True) * torch.ones(1, WIDTH) + t.abs().amax(1)[:, None]
+    if kind == "count_expr":  # sizes computed from counts and input sizes, kept symbolic
+        a = t[t[:, op.col] > op.thr]
+        return torch.zeros(a.size(0) * 2 + u.size(0) // 2, WIDTH) + a.sum()
+    if kind == "slice_min":  # x[:k] of a dim traced at k is min(n, k)
+        return t[: op.k] * 2 if t[: op.k].size(0) == t.size(0) else t[: op.k] - 1
     raise ValueError(kind)
 
 
@@ -206,7 +238,10 @@ def run_program(seed: int) -> dict[str, Any]:
     runs = ok = refused = 0
     sizes = [(opt, yopt, spec.n_traced), (lo, ylo, 1), (hi, yhi, max(spec.n_high - 1, 0))]
     while len(sizes) < RUNS:
-        sizes.append((rng.randint(lo, hi), rng.randint(ylo, yhi), rng.randint(1, max(spec.n_high - 1, 1))))
+        rows_x, rows_y = rng.randint(lo, hi), rng.randint(ylo, yhi)
+        if opt == yopt and rng.random() < 0.5 and ylo <= rows_x <= yhi:  # x and y traced alike: also equal rows
+            rows_y = rows_x
+        sizes.append((rows_x, rows_y, rng.randint(1, max(spec.n_high - 1, 1))))
     for rows_x, rows_y, n_value in sizes:
         xs = _inputs(spec, rng, rows_x, rows_y, n_value)
         try:

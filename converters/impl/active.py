@@ -16,6 +16,7 @@ import contextvars
 import functools
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -89,4 +90,38 @@ def user_location(skip_frames: int = 1) -> str:
     return "<unknown>"
 
 
-__all__ = ["ACTIVE", "ActiveConversion", "active", "active_context", "library_dirs", "user_location"]
+# Guard specializations: code object -> rules (see specialize_guard)
+_SPECIAL: dict[Any, list[Callable[..., bool | None]]] = {}
+
+
+def specialize_guard(code: Any, rule: Callable[..., bool | None]) -> None:
+    """Let ``rule(frame, size, op, other, traced)`` answer a comparison of the dynamic size ``size``
+    (``op``: ``"eq"``, ``"gt"``, ...; ``traced``: its answer at the traced size) made in the function
+    whose code object is ``code`` (``frame``: that call's frame) that the range does not decide.
+    The rule returns the answer (True/False) only where the branch it picks computes the same result
+    for every size of the range, else None (the guard then refuses as usual). For third-party code
+    that branches to a special case equal to the general one (see converters/zoo_transformers.py)."""
+    rules = _SPECIAL.setdefault(code, [])
+    if rule not in rules:
+        rules.append(rule)
+
+
+def specialized(skip_file: str, size: Any, op: str, other: Any, traced: bool) -> bool | None:
+    """The answer of a rule of :func:`specialize_guard` for the comparison ``size op other`` made by the
+    innermost caller outside ``skip_file`` (the size algebra's module); None: no rule answers."""
+    if not _SPECIAL:
+        return None
+    frame: Any = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename in (skip_file, __file__):
+        frame = frame.f_back
+    for rule in _SPECIAL.get(frame.f_code if frame is not None else None, ()):
+        answer = rule(frame, size, op, other, traced)
+        if answer is not None:
+            return bool(answer)
+    return None
+
+
+__all__ = [
+    "ACTIVE", "ActiveConversion", "active", "active_context", "library_dirs", "specialize_guard", "specialized",
+    "user_location",
+]

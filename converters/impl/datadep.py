@@ -20,6 +20,10 @@ def nonzero_coords(ctx: ConversionContext, x: Any, traced: torch.Tensor) -> Any:
     whose traced count names ``N``). A 0-D ``x`` is taken as shape ``[1]`` (torch gives ``[N, 0]``:
     the converters refuse it)."""
     it = ctx.itensor(x) if isinstance(x, torch.Tensor) else x
+    hit = ctx.symbolic.shared(("nonzero", id(it)), it) if ctx.symbolic is not None else None
+    if hit is not None:  # one NonZero per mask: x[keep] and y[keep] have one count
+        return hit
+    src = it
     if traced.dtype != torch.bool:  # NOTE: NonZero takes no INT64/UINT8 input; x != 0 keeps NaN non-zero
         it = E.compare(ctx, it, 0, "ne")
     layer = ctx.network.add_non_zero(it)
@@ -27,14 +31,22 @@ def nonzero_coords(ctx: ConversionContext, x: Any, traced: torch.Tensor) -> Any:
         layer.indices_type = ctx.trt.int64
     out = ctx.cast(layer.get_output(0), torch.int64)
     n = int((traced != 0).sum())
-    ctx.data_dependent(out, (traced.dim(), n), f"nonzero count ({traced.dim()}-D input)", hi=traced.numel())
+    numel: Any = 1
+    for d in Y.network_sizes(ctx, src):
+        numel = numel * d
+    # NOTE: at most the input's numel over its whole range (not the traced one: a dynamic batch grows it)
+    ctx.data_dependent(out, (traced.dim(), n), f"nonzero count ({traced.dim()}-D input)", hi=Y.bounds(numel)[1])
+    ctx.symbolic.share(("nonzero", id(src)), src, out)  # type: ignore[union-attr]  # data_dependent made it
     return out
 
 
 def rows(ctx: ConversionContext, coords: Any, rank: int) -> list[Any]:
     """The coordinate rows of ``coords`` ``[rank, N]`` as 1-D ``[N]`` tensors."""
     n = Y.network_sizes(ctx, coords)[1]
-    return [S.reshape(ctx, S.slice_(ctx, coords, 0, r, r + 1), [n]) for r in range(rank)]
+    out = [S.reshape(ctx, S.slice_(ctx, coords, 0, r, r + 1), [n]) for r in range(rank)]
+    for it in out:
+        ctx.known_sizes(it, [n], [int.__int__(n)] if Y.is_sym(n) else [n])
+    return out
 
 
 def gather_coords(ctx: ConversionContext, it: Any, coords: Any, k: int) -> Any:

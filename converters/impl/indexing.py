@@ -155,9 +155,10 @@ def broadcast_indices(ctx: ConversionContext, idxs: Sequence[Any], sizes: Sequen
     return out, bshape
 
 
-def _slice_dynamic(ctx: ConversionContext, it: Any, sizes: Sequence[Any], items: Sequence[Item]) -> tuple[Any, list[Any]]:
+def _slice_dynamic(ctx: ConversionContext, it: Any, sizes: Sequence[Any],
+                   items: Sequence[Item]) -> tuple[Any, list[Any], list[Any]]:
     """``_basic_slice`` where dims or bounds are dynamic: starts and sizes as shape tensors; also the
-    reshape spec that drops the int dims and inserts the None dims."""
+    reshape spec that drops the int dims and inserts the None dims, and the sliced sizes."""
     n = len(sizes)
     starts: list[Any] = [0] * n
     lens: list[Any] = list(sizes)
@@ -189,7 +190,7 @@ def _slice_dynamic(ctx: ConversionContext, it: Any, sizes: Sequence[Any], items:
     if all(not Y.is_sym(v) and v == 0 for v in starts) and all(
         (Y.is_sym(a) and a is b) or (not Y.is_sym(a) and not Y.is_sym(b) and a == b) for a, b in zip(lens, sizes, strict=True)
     ) and strides == [1] * n:
-        return it, spec
+        return it, spec, lens
     layer = ctx.network.add_slice(
         it, tuple(0 if Y.is_sym(v) else int(v) for v in starts), tuple(1 if Y.is_sym(v) else int(v) for v in lens),
         tuple(strides),
@@ -198,7 +199,7 @@ def _slice_dynamic(ctx: ConversionContext, it: Any, sizes: Sequence[Any], items:
         layer.set_input(1, Y.shape_tensor(ctx, starts))
     if Y.has_sym(lens):
         layer.set_input(2, Y.shape_tensor(ctx, lens))
-    return layer.get_output(0), spec
+    return layer.get_output(0), spec, lens
 
 
 def _getitem_dynamic(ctx: ConversionContext, x: torch.Tensor, it: Any, items: list[Item],
@@ -207,10 +208,13 @@ def _getitem_dynamic(ctx: ConversionContext, x: torch.Tensor, it: Any, items: li
     adv = [(d, item.value) for d, item in enumerate(i for i in items if i.kind != "none") if item.kind == "adv"]
     if adv and any(i.kind in ("int", "none") for i in items):
         it, sizes, items = _ints_as_indices(ctx, it, sizes, items)
-    sliced, spec = _slice_dynamic(ctx, it, sizes, items)
+    sliced, spec, lens = _slice_dynamic(ctx, it, sizes, items)
     adv = [(d, item.value) for d, item in enumerate(i for i in items if i.kind != "none") if item.kind == "adv"]
     if not adv:
-        return S.reshape_spec(ctx, sliced, spec)
+        out = S.reshape_spec(ctx, sliced, spec)
+        if traced_out is not None:  # the sliced sizes (x[:3] of a dim traced at 3 is min(n, 3), not n)
+            ctx.known_sizes(out, [lens[e.index] if isinstance(e, S.Copy) else e for e in spec], traced_out)
+        return out
     dims = [d for d, _ in adv]
     idxs, _ = broadcast_indices(ctx, [v for _, v in adv], [sizes[d] for d in dims])
     if len(adv) == 1:
@@ -235,6 +239,11 @@ def _getitem_dynamic(ctx: ConversionContext, x: torch.Tensor, it: Any, items: li
         nb, p = len(tuple(lin.shape)), dims[0]
         r = len(tuple(out.shape))
         out = S.permute(ctx, out, list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, r)))
+    idx_sizes = [tuple(Y.sizes_of(ctx, v)) for _, v in adv if isinstance(v, torch.Tensor)]
+    if traced_out is not None and len(idx_sizes) == len(adv) and len({tuple(map(Y.size_key, z)) for z in idx_sizes}) == 1:
+        kept = [lens[d] for d in rest]  # the index tensors' common sizes (a mask's rows: one count), then the rest
+        p = dims[0] if _adjacent(items) else 0
+        ctx.known_sizes(out, kept[:p] + list(idx_sizes[0]) + kept[p:], traced_out)
     return out
 
 

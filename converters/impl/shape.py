@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from torch2trt_lite.errors import ConversionError
 
@@ -359,6 +360,37 @@ def _expand_dynamic(ctx: ConversionContext, it: Any, target: list[Any]) -> Any:
     return layer.get_output(0)
 
 
+def reshaped(total: Any, dims: Sequence[Any]) -> list[Any]:
+    """``dims`` (ints, sizes, at most one -1) with the -1 as ``total`` over the others' product."""
+    known: Any = 1
+    for d in dims:
+        if Y.is_sym(d) or d != -1:
+            known = known * d
+    if not Y.is_sym(known) and known <= 0:
+        return list(dims)  # NOTE: the -1 stays unknown (recorded nowhere)
+    return [total // known if not Y.is_sym(d) and d == -1 else d for d in dims]
+
+
+def record_reshape(ctx: ConversionContext, out: Any, x: torch.Tensor, dims: Sequence[Any], traced: Sequence[int]) -> None:
+    """Record the sizes of ``out``, a reshape of traced ``x`` to ``dims`` (ints, sizes, one -1: the
+    input's numel over the others'), so that its dims keep their expressions and bounds
+    (``q.reshape(bsz * heads, ...).size(0)`` is ``bsz * heads``, ``x.view(-1, h)`` is ``b * s``)."""
+    if not Y.dynamic(ctx) or not isinstance(x, torch.Tensor) or not ctx.is_traced(x) or ctx.itensor(x) is out:
+        return
+    total: Any = 1
+    for d in Y.sizes_of(ctx, x):
+        total = total * d
+    ctx.known_sizes(out, reshaped(total, dims), traced)
+
+
+def record_flatten(ctx: ConversionContext, out: Any, x: torch.Tensor, start: int, end: int, traced: Sequence[int]) -> None:
+    """:func:`record_reshape` of ``x.flatten(start, end)``."""
+    if Y.dynamic(ctx) and isinstance(x, torch.Tensor) and x.dim() > 0:
+        sizes = list(Y.sizes_of(ctx, x))
+        s, e = norm_dim(start, x.dim()), norm_dim(end, x.dim())
+        record_reshape(ctx, out, x, sizes[:s] + [-1] + sizes[e + 1:], traced)
+
+
 def _unsqueeze_front(ctx: ConversionContext, it: Any, n: int) -> Any:
     r = rank(it)
     if r >= n:
@@ -367,6 +399,6 @@ def _unsqueeze_front(ctx: ConversionContext, it: Any, n: int) -> Any:
 
 
 __all__ = [
-    "Copy", "concat", "dims_tensor", "expand", "flatten", "norm_dim", "norm_dims", "permute", "rank", "reshape",
-    "reshape_spec", "shape_of", "slice_", "slice_nd", "squeeze", "transpose", "unsqueeze",
+    "Copy", "concat", "dims_tensor", "expand", "flatten", "norm_dim", "norm_dims", "permute", "rank", "record_flatten",
+    "record_reshape", "reshape", "reshape_spec", "reshaped", "shape_of", "slice_", "slice_nd", "squeeze", "transpose", "unsqueeze",
 ]

@@ -18,8 +18,11 @@ naming the op and the dynamic size, so no traced size is baked in silently.
 Guards (the choice made for issue 10's item 2, in the spirit of ``torch.export``): a comparison
 or truth test of a dynamic size in the model's code (``if x.size(0) > 4:``, ``bool(n == 3)``)
 is answered only when its result is the same for every size the profile allows (a network input's
-dim has its profile's range; a size of a computed tensor is only known to be >= 0), or when both
-sides are the same expression (``x.size(0) == x.size(0)``). Otherwise it raises
+dim has its profile's range; a size of a computed tensor that no converter recorded is a symbol of
+its own, only known to be >= 0; a data-dependent count has its own symbol too), or when both sides
+have the same normal form (``x.size(0) == x.size(0)``, ``(n + 1) - 1 == n``: :mod:`.size_exprs`),
+or under duck sizing's assumption that dynamic input dims traced at the same size are equal, which
+is then recorded and checked on every engine call (``SymbolicSizes.duck_sizing``). Otherwise it raises
 :class:`~torch2trt_lite.errors.DynamicSizeGuardError` naming the user's line and the dim: the engine
 would take the branch of the traced size for every size. Comparisons made inside torch's own code
 while a converted call runs (argument checks of the op itself) use the traced value. The guards
@@ -43,15 +46,21 @@ recorded (op, module path, location, reason) and answered with the traced value,
 listed (:func:`guard_problem`). :func:`specialize_guard` lets third-party code's branches that are
 provably equal be answered (converters/zoo_transformers.py: transformers' SDPA ``q_length`` branches).
 
+Why not torch's symbolic shapes (issue 22, item 2: ``ShapeEnv``, sympy, ``bound_sympy``): they are private
+APIs (``torch.utils._sympy``, ``fx.experimental.symbolic_shapes``) that change between releases, sympy
+costs tens of microseconds an operation (a size is made for every reshape of a traced model), and their
+guards and unbacked-symbol rules would have to be reconciled with ours (the refusal naming the user's
+line, ``check``'s collection, the network tensor of each size). Sizes need integer polynomials over
+symbols (min, max, non-exact ``//`` and ``%`` as atoms) and intervals: :mod:`.size_exprs`, a targeted
+fix of the existing algebra (normal forms, bounds that survive products, ``//`` and min/max).
+
 ``torch2trt_lite.trace.symbolic`` re-exports the user-facing names (:class:`SymSize`, :func:`sym_min`,
 :func:`sym_max`, :func:`is_sym`, :func:`has_sym`).
 """
 
 from __future__ import annotations
 
-import math
 import operator
-import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +69,10 @@ import torch
 
 from torch2trt_lite.errors import ConversionError, ConverterRefusal, DynamicSizeGuardError
 
-from .active import active, user_location
+from . import size_exprs as X
+from .active import active, specialize_guard, specialized, user_location
+from .size_exprs import Dim, Value
+from .size_exprs import Op as _Op
 
 if TYPE_CHECKING:
     from torch2trt_lite.trace.context import ConversionContext
@@ -68,36 +80,10 @@ if TYPE_CHECKING:
 
     from .active import ActiveConversion
 
-_INF = math.inf
+_INF = X.INF
 
 
 # ------------------------------------------------------------------------------ expressions
-class Dim:
-    """Dim ``index`` of the network tensor ``it`` (``label`` names it in messages; ``key`` says which
-    dims are the same size, see :meth:`SymbolicSizes.itensor_sizes`)."""
-
-    __slots__ = ("index", "it", "key", "label")
-
-    def __init__(self, it: Any, index: int, label: str, key: Any) -> None:
-        self.it, self.index, self.label, self.key = it, index, label, key
-
-
-class Value(Dim):
-    """The value of the 1-element integer network tensor ``it`` read as a size (``int(n.item())``):
-    computed by the network from shape tensors (see ``torch2trt_lite.trace.symbolic.value_read``)."""
-
-    __slots__ = ()
-
-
-class _Op:
-    """``op(a, b)`` of sizes (``b`` None for a unary op)."""
-
-    __slots__ = ("a", "b", "op")
-
-    def __init__(self, op: str, a: Any, b: Any = None) -> None:
-        self.op, self.a, self.b = op, a, b
-
-
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%"}
 
 
@@ -114,14 +100,47 @@ def _describe(v: Any) -> str:
     return f"({_describe(e.a)} {_SYMBOLS[e.op]} {_describe(e.b)})"
 
 
-def size_key(v: Any) -> Any:
-    """A structural key: equal keys are the same size for every input shape."""
+def normal(v: Any, subs: dict[Any, Any] | None = None) -> tuple[X.Poly, X.Atoms]:
+    """The normal form of ``v`` (an int or a :class:`SymSize`) and its atoms (each the size that is
+    it, for its bounds; every symbol ``v`` depends on is one), see :mod:`.size_exprs`; cached on the
+    size. ``subs``: symbols taken for other sizes (duck sizing's stand-ins, see :func:`_assumed`)."""
     if not isinstance(v, SymSize):
-        return ("int", v)
+        return X.constant(v), {}
+    if v._nf is not None and subs is None:
+        return v._nf  # type: ignore[no-any-return]
     e = v._expr
+    p: X.Poly | None
     if isinstance(e, Dim):
-        return e.key
-    return (e.op, size_key(e.a), None if e.b is None else size_key(e.b))
+        alt = subs.get(e.key) if subs else None
+        p, atoms = ({(e.key,): 1}, {e.key: v}) if alt is None else ({(alt._expr.key,): 1}, {e.key: v, alt._expr.key: alt})
+    else:
+        pa, aa = normal(e.a, subs)
+        pb, ab = normal(e.b, subs) if e.b is not None else ({}, {})
+        atoms = {**aa, **ab}
+        p = None
+        if e.op in ("add", "sub", "neg"):
+            p = X.add(pa, pb, -1) if e.op == "sub" else X.add({}, pa, -1) if e.op == "neg" else X.add(pa, pb)
+        elif e.op == "mul":
+            p = X.mul(pa, pb)
+        elif e.op in ("floordiv", "mod"):
+            q = X.divide(pa, pb, atoms)
+            p = None if q is None else q[0] if e.op == "floordiv" else q[1]
+        elif e.op in ("min", "max"):  # decided by the bounds of the difference: one of the two
+            lo, hi = X.bounds(X.add(pa, pb, -1), atoms)
+            p = (pa if (hi <= 0) == (e.op == "min") else pb) if hi <= 0 or lo >= 0 else None
+        if p is None:  # an atom of its own, keyed by its operands' normal forms
+            key = (e.op, X.canon(pa), X.canon(pb))
+            if e.op in ("min", "max"):
+                key = (e.op, *sorted((X.canon(pa), X.canon(pb)), key=repr))
+            p, atoms = {(key,): 1}, {**atoms, key: v}
+    if subs is None:
+        v._nf = (p, atoms)
+    return p, atoms
+
+
+def size_key(v: Any) -> Any:
+    """A key of ``v``'s normal form: equal keys are the same size for every input shape."""
+    return X.canon(normal(v)[0])
 
 
 def _v(v: Any) -> Any:
@@ -136,33 +155,36 @@ def bounds(v: Any) -> tuple[float, float]:
     return v, v
 
 
-def _mul_bounds(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
-    vals = []
-    for x in a:
-        for y in b:
-            vals.append(0.0 if (x == 0 or y == 0) else x * y)
-    return min(vals), max(vals)
+def diff_bounds(a: Any, b: Any) -> tuple[float, float]:
+    """The bounds of ``a - b`` (ints or sizes): their operations' intervals and the difference's
+    normal form (``m - 2 * n`` with ``m`` and ``n`` one symbol is ``-n``)."""
+    (pa, aa), (pb, ab) = normal(a), normal(b)
+    return X.intersect(X.interval("sub", bounds(a), bounds(b)), X.bounds(X.add(pa, pb, -1), {**aa, **ab}))
+
+
+def symbol(v: Any) -> Any:
+    """The symbol (key) of ``v`` when it is a dim of a network tensor (not a value read), else None."""
+    e = v._expr if isinstance(v, SymSize) else None
+    return e.key if isinstance(e, Dim) and not isinstance(e, Value) else None
+
+
+def _assumed(a: Any, b: Any) -> tuple[float, float, Any] | None:
+    """The bounds of ``a - b`` with the input dims of duck groups taken for their groups' one size
+    (``SymbolicSizes.duck_sizing``), and the keys so taken; None where no duck group is involved."""
+    tracer = active()
+    state = getattr(getattr(tracer, "ctx", None), "symbolic", None)
+    if state is None:
+        return None
+    subs = state.duck_groups({**normal(a)[1], **normal(b)[1]})
+    if not subs:
+        return None
+    (pa, aa), (pb, ab) = normal(a, subs), normal(b, subs)
+    lo, hi = X.bounds(X.add(pa, pb, -1), {**aa, **ab})
+    return lo, hi, set(subs)
 
 
 def _interval(op: str, a: Any, b: Any) -> tuple[float, float]:
-    (alo, ahi), (blo, bhi) = bounds(a), bounds(b) if b is not None else (0, 0)
-    if op == "add":
-        return alo + blo, ahi + bhi
-    if op == "sub":
-        return alo - bhi, ahi - blo
-    if op == "mul":
-        return _mul_bounds((alo, ahi), (blo, bhi))
-    if op == "neg":
-        return -ahi, -alo
-    if op == "min":
-        return min(alo, blo), min(ahi, bhi)
-    if op == "max":
-        return max(alo, blo), max(ahi, bhi)
-    if op == "floordiv" and blo > 0 and alo >= 0:
-        return (alo // bhi if bhi != _INF else 0), (ahi // blo if ahi != _INF else _INF)
-    if op == "mod" and blo > 0 and alo >= 0:
-        return 0, (bhi - 1 if bhi != _INF else _INF)
-    return -_INF, _INF
+    return X.interval(op, bounds(a), bounds(b) if b is not None else (0, 0))
 
 
 def _fixed(v: Any) -> bool:
@@ -183,35 +205,6 @@ def guard_problem(tracer: ActiveConversion | None, op: str, message: str, traced
     raise DynamicSizeGuardError(message)
 
 
-# Guard specializations: code object -> rules (see specialize_guard)
-_SPECIAL: dict[Any, list[Callable[..., bool | None]]] = {}
-
-
-def specialize_guard(code: Any, rule: Callable[..., bool | None]) -> None:
-    """Let ``rule(frame, size, op, other, traced)`` answer a comparison of the dynamic size ``size``
-    (``op``: ``"eq"``, ``"gt"``, ...; ``traced``: its answer at the traced size) made in the function
-    whose code object is ``code`` (``frame``: that call's frame) that the range does not decide.
-    The rule returns the answer (True/False) only where the branch it picks computes the same result
-    for every size of the range, else None (the guard then refuses as usual). For third-party code
-    that branches to a special case equal to the general one (see converters/zoo_transformers.py)."""
-    rules = _SPECIAL.setdefault(code, [])
-    if rule not in rules:
-        rules.append(rule)
-
-
-def _specialized(size: SymSize, op: str, other: Any, traced: bool) -> bool | None:
-    if not _SPECIAL:
-        return None
-    frame: Any = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename == __file__:
-        frame = frame.f_back
-    for rule in _SPECIAL.get(frame.f_code if frame is not None else None, ()):
-        answer = rule(frame, size, op, other, traced)
-        if answer is not None:
-            return bool(answer)
-    return None
-
-
 class SymSize(int):
     """A dynamic size read while tracing: an ``int`` holding the traced value that also records how
     it was computed (see the module docstring). ``describe()`` names it, e.g. ``input_0.size(0)``."""
@@ -219,10 +212,26 @@ class SymSize(int):
     _expr: Any
     _lo: float
     _hi: float
+    _nf: Any  # its normal form (see normal()), computed when first needed
 
     def __new__(cls, value: int, expr: Any, lo: float, hi: float) -> SymSize:
         obj = int.__new__(cls, value)
-        obj._expr, obj._lo, obj._hi = expr, lo, hi
+        obj._expr, obj._lo, obj._hi, obj._nf = expr, lo, hi, None
+        return obj
+
+    @classmethod
+    def of(cls, value: int, expr: Any, lo: float, hi: float) -> Any:
+        """The size ``expr`` (an :class:`_Op`), its bounds ``[lo, hi]`` tightened by its normal form's;
+        a plain int where the normal form is a constant (``(n + 1) - n``)."""
+        obj = cls(value, expr, lo, hi)
+        p, atoms = normal(obj)
+        if not p or list(p) == [()]:
+            return p.get((), 0)
+        if len(p) == 1 and next(iter(p.values())) == 1:
+            (mono,) = p
+            if len(mono) == 1 and atoms[mono[0]] is not obj:  # (n + 1) - 1 is n
+                return atoms[mono[0]]
+        obj._lo, obj._hi = X.intersect((lo, hi), X.bounds(p, atoms))
         return obj
 
     def describe(self) -> str:
@@ -257,7 +266,7 @@ class SymSize(int):
             if op == "floordiv" and a._lo > 0:
                 return 1
         lo, hi = _interval(op, a, b)
-        return SymSize(value, _Op(op, a, b), lo, hi)
+        return SymSize.of(value, _Op(op, a, b), lo, hi)
 
     def __add__(self, o: Any) -> Any:
         return self._op("add", o)
@@ -347,7 +356,7 @@ class SymSize(int):
 
     def __neg__(self) -> Any:
         lo, hi = _interval("neg", self, None)
-        return SymSize(-int.__int__(self), _Op("neg", self), lo, hi)
+        return SymSize.of(-int.__int__(self), _Op("neg", self), lo, hi)
 
     def __pos__(self) -> Any:
         return self
@@ -405,7 +414,7 @@ class SymSize(int):
         if tracer is None or tracer.busy or answer is not None:
             return concrete if answer is None else answer
         sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[op]
-        special = _specialized(self, op, other, concrete)
+        special = specialized(__file__, self, op, other, concrete)
         if special is not None:
             return special
         rng = range_text(self)
@@ -423,21 +432,15 @@ class SymSize(int):
             return NotImplemented
         if isinstance(other, int) and size_key(self) == size_key(other):
             return op in ("eq", "le", "ge")
-        lo, hi = _interval("sub", self, other)  # the sign of self - other decides
-        answer: bool | None = None
-        if op in ("eq", "ne"):
-            if lo > 0 or hi < 0:
-                answer = op == "ne"
-            elif lo == hi == 0:
-                answer = op == "eq"
-        elif op in ("lt", "ge"):
-            answer = True if hi < 0 else False if lo >= 0 else None
-            if answer is not None and op == "ge":
-                answer = not answer
-        else:  # le, gt
-            answer = True if hi <= 0 else False if lo > 0 else None
-            if answer is not None and op == "gt":
-                answer = not answer
+        lo, hi = diff_bounds(self, other) if isinstance(other, int) else _interval("sub", self, other)
+        answer = X.decide(op, lo, hi)
+        if answer is None and isinstance(other, int):  # decided if duck sizing's equalities are assumed?
+            tracer = active()
+            alt = _assumed(self, other) if tracer is not None and not tracer.busy else None
+            if alt is not None:
+                answer = X.decide(op, alt[0], alt[1])
+                if answer is not None:
+                    tracer.ctx.symbolic.assume(alt[2])  # type: ignore[union-attr]  # checked on every engine call
         return self._guard(op, other, answer)
 
     def __eq__(self, o: object) -> Any:
@@ -461,8 +464,7 @@ class SymSize(int):
     __hash__ = int.__hash__
 
     def __bool__(self) -> bool:
-        answer = True if self._lo > 0 or self._hi < 0 else False if self._lo == self._hi == 0 else None
-        return self._guard("ne", 0, answer)
+        return self._compare("ne", 0)  # type: ignore[no-any-return]
 
 
 def _fmt(v: float) -> str:
@@ -505,14 +507,14 @@ def _minmax(op: str, a: int, b: int) -> int:
         return min(a, b) if op == "min" else max(a, b)
     if size_key(a) == size_key(b):
         return a
-    (alo, ahi), (blo, bhi) = bounds(a), bounds(b)
-    if ahi <= blo:  # the intervals decide
+    lo, hi = diff_bounds(a, b)
+    if hi <= 0:  # the bounds of a - b decide
         return a if op == "min" else b
-    if bhi <= alo:
+    if lo >= 0:
         return b if op == "min" else a
     value = (min if op == "min" else max)(_v(a), _v(b))
     lo, hi = _interval(op, a, b)
-    return SymSize(value, _Op(op, a, b), lo, hi)
+    return SymSize.of(value, _Op(op, a, b), lo, hi)  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------------ into the network
@@ -674,7 +676,7 @@ def dim_of(ctx: ConversionContext, it: Any, v: Any, pos: int) -> int | None:
 
 
 __all__ = [
-    "Dim", "SymSize", "Value", "arange", "bounds", "dim_of", "dynamic", "guard_problem",
+    "Dim", "SymSize", "Value", "arange", "bounds", "diff_bounds", "dim_of", "dynamic", "guard_problem", "normal", "symbol",
     "has_sym", "is_sym", "network_sizes", "range_text", "refuse", "scalar", "shape_tensor", "size_key", "sizes_of",
     "specialize_guard", "sym_max", "sym_min", "to_itensor",
 ]

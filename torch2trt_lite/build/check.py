@@ -87,7 +87,12 @@ class _DynamicCheckContext(ConversionContext):
         layer.set_input(0, _symbolic.shape_tensor(self, dims))
         layer.set_input(1, self.constant(torch.zeros((), dtype=work)))
         layer.set_input(2, self.constant(torch.zeros((t.dim(),), dtype=work)))
-        return self.cast(layer.get_output(0), t.dtype)
+        out = self.cast(layer.get_output(0), t.dtype)
+        # NOTE: only to go on checking (nothing is built): the stand-in's dims take the inputs' sizes
+        label = "size({}) of a tensor computed from the inputs (= {})"
+        _symbolic.known_sizes(self, out, [_symbolic.relabel(d, out, i, label.format(i, d.describe())) if _symbolic.is_sym(d) else d
+                                          for i, d in enumerate(dims)], tuple(t.shape))
+        return out
 
 
 def check_traced(model: Any, res: _shapes.Resolved, in_tree: Any, input_names: Sequence[str] | None) -> CheckReport:

@@ -186,6 +186,9 @@ def engine_meta(
     quant = quantization_info(model)
     if quant is not None:
         meta["precision"]["quantization"] = quant
+    symbolic = d.context.symbolic
+    if symbolic is not None and symbolic.equal_dims:  # duck sizing's assumptions, checked on every call
+        meta["equal_dims"] = [dict(e) for e in symbolic.equal_dims]
     if res.dynamic:
         meta["profiles"] = [
             {n: {"min": list(r[0]), "opt": list(r[1]), "max": list(r[2])} for n, r in zip(names, p, strict=True)}

@@ -15,7 +15,8 @@ from torch2trt_lite.runtime.loading import Loaded
 
 def check_inputs(st: Loaded | None, inputs: tuple[Any, ...]) -> list[torch.Tensor]:
     """The engine's input tensors (contiguous), checked against its inputs: count, dtypes, one device
-    (CUDA for a real engine) and shapes within a range (or an optimization profile)."""
+    (CUDA for a real engine), shapes within a range (or an optimization profile), and the dims the
+    engine assumes equal (``equal_dims`` of its metadata: traced at the same size) equal."""
     if st is None or st.engine is None:
         if st is not None and st.plan:
             be = st.backend
@@ -67,6 +68,17 @@ def check_inputs(st: Loaded | None, inputs: tuple[Any, ...]) -> list[torch.Tenso
             + "; ".join(f"profile {k}: {_ranges_text(p)}" for k, p in enumerate(st.meta["profiles"]))
             + ". Call it with shapes within one profile, or convert with a range that covers them"
         )
+    for group in st.equal_dims:  # duck sizing: dims traced at the same size are one size for the engine
+        k0, d0, n0 = group[0]
+        s0 = out[k0].shape[d0]
+        for k, d, n in group[1:]:
+            if out[k].shape[d] != s0:
+                raise RuntimeExecutionError(
+                    f"input '{n0}' dim {d0} is {s0} but input '{n}' dim {d} is {out[k].shape[d]}: they were traced "
+                    "at the same size, so the engine assumes they are equal; trace them at distinct sizes if they "
+                    "can differ (convert again), or call the engine with them equal (the model's code decided a "
+                    "branch or a size on their equality)"
+                )
     return out
 
 
@@ -95,9 +107,13 @@ def bind(
         ctx.set_tensor_address(spec["name"], be.tensor_address(x))
     outs: list[torch.Tensor | None] = []
     allocators = []
+    given = st.allocated.setdefault(id(ctx), set())  # outputs with an allocator set on this context
     for spec, dt in zip(st.outputs, st.out_dtypes, strict=True):
         shape = tuple(ctx.get_tensor_shape(spec["name"]))
-        if -1 in shape:
+        if -1 in shape or spec["name"] in given:
+            # NOTE: an allocator set on a context stays set: an output that once had one (a data-dependent
+            # size) keeps one, even where these input shapes fix its size (the buffer set instead is unused)
+            given.add(spec["name"])
             alloc = _make_allocator(be, device, dt)
             ctx.set_output_allocator(spec["name"], alloc)
             allocators.append(alloc)

@@ -7,7 +7,11 @@ Layout (file format version 2)::
     u32           header length N
     32 bytes      SHA-256 of the 16 bytes above followed by the N header bytes
     N bytes       JSON header: backend, TensorRT version, device capability, I/O names, dtypes,
-                  shape ranges, output structure, plan length and SHA-256
+                  shape ranges, output structure, plan length and SHA-256; ``equal_dims`` (optional:
+                  files written before it have none) lists the dynamic input dims duck sizing took for
+                  one size, ``[{"dims": [[input name, dim], ...], "min": lo, "max": hi}, ...]`` (traced
+                  at the same size, so the engine assumes they are equal, within [lo, hi]:
+                  ``TRTModule`` checks it on every call)
     plan bytes    exactly what ``build_serialized_network`` returned
 
 Every byte is covered by a checksum: the header's SHA-256 covers the fixed prefix and the header,
@@ -396,6 +400,8 @@ def validate_meta(h: Any, source: str = "<engine>") -> None:
                     _validate_shape_values(source, f"{where}.values", spec["values"], shape)
     if "profiles" in h:
         _validate_profiles(h["profiles"], h["inputs"], source)
+    if "equal_dims" in h:
+        _validate_equal_dims(h["equal_dims"], h["inputs"], source)
     _validate_tree(h.get("out_tree"), len(h["outputs"]), source)
     if "in_tree" in h:
         _validate_in_tree(h["in_tree"], len(h["inputs"]), source)
@@ -431,6 +437,34 @@ def _validate_layers(layers: Any, source: str) -> None:
 
 
 MAX_PROFILES = 64
+
+
+def _validate_equal_dims(groups: Any, inputs: list[dict[str, Any]], source: str) -> None:
+    """``equal_dims``: groups of at least two dynamic input dims ([input name, dim], each in one group
+    at most) assumed equal, with the range [min, max] that lies within each dim's own."""
+    specs = {i["name"]: i for i in inputs}
+    if not isinstance(groups, list) or len(groups) > MAX_IO * MAX_RANK:
+        raise _bad(source, "equal_dims", f"a list of at most {MAX_IO * MAX_RANK} groups of equal dims", groups)
+    seen: set[tuple[str, int]] = set()
+    for k, g in enumerate(groups):
+        where = f"equal_dims[{k}]"
+        if not (isinstance(g, dict) and set(g) == {"dims", "min", "max"} and isinstance(g["dims"], list)
+                and 2 <= len(g["dims"]) <= MAX_IO * MAX_RANK):
+            raise _bad(source, where, "an object of dims (at least two [input name, dim] pairs), min and max", g)
+        lo, hi = g["min"], g["max"]
+        if not (_is_int(lo) and _is_int(hi) and 0 <= lo <= hi <= MAX_DIM):
+            raise _bad(source, f"{where}.min/max", "ints with 0 <= min <= max", [lo, hi])
+        for pair in g["dims"]:
+            spec = specs.get(pair[0]) if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) else None
+            if spec is None or not (_is_int(pair[1]) and 0 <= pair[1] < len(spec["shape"])):
+                raise _bad(source, f"{where}.dims", "[input name, dim] pairs naming dims of the inputs", pair)
+            d: int = pair[1]
+            if (pair[0], d) in seen:
+                raise _bad(source, f"{where}.dims", "dims that appear once in equal_dims", pair)
+            seen.add((pair[0], d))
+            if not spec["min"][d] <= lo <= hi <= spec["max"][d]:
+                raise _bad(source, f"{where}.min/max", f"within the range [{spec['min'][d]}, {spec['max'][d]}] "
+                           f"of {pair[0]!r} dim {d}", [lo, hi])
 
 
 def _validate_shape_values(source: str, where: str, values: Any, shape: list[int]) -> None:

@@ -71,8 +71,12 @@ class Loaded:
         self.out_dtypes = [DTYPES[o["dtype"]] for o in self.outputs]
         # (output index, message) of the model's runtime checks (converters/assertions.py)
         self.assertions = [(k, str(o["assert"])) for k, o in enumerate(self.outputs) if "assert" in o]
+        # groups of (input index, dim, input name) traced at the same size: equal on every call (binding.py)
+        index = {i["name"]: k for k, i in enumerate(self.inputs)}
+        self.equal_dims = [[(index[n], int(d), str(n)) for n, d in g["dims"]] for g in meta.get("equal_dims", ())]
         self._sha256 = sha256
         self._sha_lock = threading.Lock()
+        self.allocated: dict[int, set[str]] = {}  # id(execution context) -> outputs given an output allocator
         # host copies of shape inputs, per (thread, input name): alive while TensorRT may read them
         self.host_inputs: dict[tuple[int, str], torch.Tensor] = {}
 

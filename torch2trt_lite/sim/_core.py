@@ -25,6 +25,7 @@ dtypes/shapes/strides, so ``_run`` in probe mode must depend on nothing else (el
 
 from __future__ import annotations
 
+import itertools
 import math
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -46,16 +47,40 @@ if TYPE_CHECKING:
 # fails at it (a 64-entry position table sliced to 88) only loses it: the tensors computed from that
 # layer are probed at the first two sizes, as before. The fourth, also soft, is small: a clamp of a
 # dynamic size to a constant (``x[:4]``, ``diag``: min(n, k)) is the same at every large probe, and
-# TensorRT calls it dynamic (-1), so a small probe tells it apart.
-PROBE_SIZES = (24, 56, 88, 2)
+# TensorRT calls it dynamic (-1), so a small probe tells it apart: 1, so that ``x[:2]`` (min(n, 2), 1 at
+# n = 1) is dynamic too (at a probe of 2 it was 2 at every probe, declared static, and sizes read from it
+# baked 2 where n was 1).
+PROBE_SIZES = (24, 56, 88, 1)
 # Stand-in counts of data-dependent sizes (NonZero, NMS) while probing: small and odd, unlike the input
-# probes, so that a later ``min(n, k)`` (``keep[:100]``) or ``max`` with a static k stays -1.
-DDS_PROBE_SIZES = (3, 61)
+# probes, so that a later ``min(n, k)`` (``keep[:100]``) or ``max`` with a static k stays -1. The last two
+# (soft at build time) are 0 and 1: at run time, where the input sizes are known, ``min(count, n)`` with
+# a small n is the same at 3 and 61 but not at 0 (TensorRT calls it data-dependent: -1).
+DDS_PROBE_SIZES = (3, 61, 0, 1)
 
 
-def dds_probe(rt: RunContext) -> int:
-    """The stand-in count of a data-dependent size at probe ``rt.probe_index``."""
-    return DDS_PROBE_SIZES[min(rt.probe_index, len(DDS_PROBE_SIZES) - 1)]
+_DDS_ORDINALS = itertools.count()
+
+
+def dds_probe(rt: RunContext, layer: Any = None) -> int:
+    """The stand-in count of a data-dependent size at probe ``rt.probe_index``: at the second probe,
+    a different one per input of ``layer`` (layers of one input, e.g. two NonZero of one mask, count
+    alike), so that sizes computed from two counts (``a.size(0) - b.size(0)``) stay dynamic, as
+    TensorRT keeps them (-1), instead of folding to a constant."""
+    base = DDS_PROBE_SIZES[min(rt.probe_index, len(DDS_PROBE_SIZES) - 1)]
+    if rt.probe_index != 1 or layer is None:  # NOTE: the others stay small (0 and 1: min(count, n) varies)
+        return base
+    io = layer.__dict__.get("_plan_io")
+    if io is not None and io[0] and io[0][0] is not None:  # a restored engine's layer: one probe run, in order
+        ordinals = rt.cache.setdefault("dds_ordinals", {})
+        k = ordinals.setdefault(io[0][0], len(ordinals))
+    else:  # numbered per network, in the order met: the same probes however many networks came before
+        source = layer._inputs[0] if layer._inputs and layer._inputs[0] is not None else layer
+        k = source.__dict__.get("_dds_ordinal")
+        if k is None:
+            net = layer._network_ref()
+            ordinals = net.__dict__.setdefault("_dds_ordinals", itertools.count()) if net is not None else _DDS_ORDINALS
+            k = source._dds_ordinal = next(ordinals)
+    return base + 2 * (k % 512)
 _STRICT_PROBES = 2
 _REAL_PROBE_LIMIT = 4096  # real probe values larger than this are demoted to meta tensors
 

@@ -186,8 +186,11 @@ class ConversionContext:
                 self._map[t] = (entry[0], t._version)
 
     def set_itensor(self, t: torch.Tensor, itensor: Any) -> None:
+        old = self._map.get(t) if self.symbolic is not None else None
         self._map[t] = (itensor, t._version)
         self._remember_storage(t)
+        if old is not None and old[0] is not itensor and not isinstance(old[0], Lazy):
+            self.symbolic.carry(old[0], itensor, tuple(t.shape))  # type: ignore[union-attr]  # a write: same sizes
 
     def set_lazy(self, t: torch.Tensor, make: Callable[[], Any]) -> None:
         self._map[t] = (Lazy(make), t._version)

@@ -241,10 +241,13 @@ def _resolve_profiles(inputs: list[Any], profiles: Sequence[Sequence[Any]]) -> R
     return Resolved(base.examples, base.names, out, base.bounds, base.ranged)
 
 
-def corner_shapes(profiles: list[list[Range]], traced: Sequence[Shape] | None = None) -> list[tuple[int, str, list[Shape]]]:
+def corner_shapes(profiles: list[list[Range]], traced: Sequence[Shape] | None = None,
+                  equal: Sequence[Sequence[tuple[int, int]]] = ()) -> list[tuple[int, str, list[Shape]]]:
     """(profile index, "check", the shapes of every input) at which :func:`verify` runs: one set of
     shapes per profile, each dynamic dim at its min, or at its max where the min is the traced size
-    (so every dynamic dim differs from the traced one, and the run is as small as that allows)."""
+    (so every dynamic dim differs from the traced one, and the run is as small as that allows).
+    ``equal``: groups of (input index, dim) the engine takes for one size (duck sizing): each group
+    gets one size, the min (or max) of the ranges' intersection."""
     seen: set[tuple[Shape, ...]] = set()
     out = []
     for k, prof in enumerate(profiles):
@@ -254,6 +257,13 @@ def corner_shapes(profiles: list[list[Range]], traced: Sequence[Shape] | None = 
             shapes.append(tuple(
                 lo if t is None or lo != t[d] else hi for d, (lo, hi) in enumerate(zip(mn, mx, strict=True))
             ))
+        for group in equal:
+            lo = max(prof[i][0][d] for i, d in group)
+            hi = min(prof[i][2][d] for i, d in group)
+            i0, d0 = group[0]
+            size = lo if traced is None or lo != traced[i0][d0] or lo > hi else hi
+            for i, d in group:
+                shapes[i] = tuple(size if j == d else v for j, v in enumerate(shapes[i]))
         if tuple(shapes) not in seen:
             seen.add(tuple(shapes))
             out.append((k, "check", shapes))
@@ -269,7 +279,10 @@ def verify(model: Any, engine: Any, resolved: Resolved) -> None:
 
     gen = torch.Generator().manual_seed(0)
     dev = resolved.examples[0].device if resolved.examples else torch.device("cpu")
-    for k, _, shapes in corner_shapes(resolved.profiles, [tuple(x.shape) for x in resolved.examples]):
+    names = [str(i["name"]) for i in getattr(engine, "metadata", {}).get("inputs", [])]
+    equal = [[(names.index(n), int(d)) for n, d in g["dims"]]
+             for g in getattr(engine, "metadata", {}).get("equal_dims", ()) if all(n in names for n, _ in g["dims"])]
+    for k, _, shapes in corner_shapes(resolved.profiles, [tuple(x.shape) for x in resolved.examples], equal):
         xs = []
         bounds = resolved.bounds or [(0, 100)] * len(shapes)
         for x, s, (lo, hi) in zip(resolved.examples, shapes, bounds, strict=True):

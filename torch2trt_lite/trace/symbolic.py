@@ -8,8 +8,11 @@ which comparisons are answered, why floats are refused). This module re-exports 
 (:class:`SymSize`, :func:`sym_min`, :func:`sym_max`, :func:`is_sym`, :func:`has_sym`).
 
 Here is what one conversion keeps (:class:`SymbolicSizes`, ``ctx.symbolic``; a static conversion
-has none and pays nothing): the sizes of each network tensor, duck sizing (dynamic dims traced at the
-same size are the same size), data-dependent sizes (:func:`data_dependent`: NonZero and NMS outputs),
+has none and pays nothing): the sizes of each network tensor (a size is never looked up by its traced
+value: a dim no converter recorded and no call inherited is a symbol of its own), duck sizing (dynamic
+input dims traced at the same size, assumed equal where a decision needs it and then checked on every
+engine call: :meth:`SymbolicSizes.duck_sizing`), data-dependent sizes (:func:`data_dependent`: NonZero
+and NMS outputs, each a symbol of its own),
 sizes read from values (:func:`value_read`, checked by :func:`check_value_reads`) and the values of
 tensors filled with one value (``ctx.mark_filled``). Converters reach it through their ``ctx``
 (``ctx.data_dependent``, ``ctx.known_sizes``, ``ctx.mark_filled``, ``ctx.filled_value``), never by
@@ -31,13 +34,16 @@ from torch2trt_lite.converters.impl.sizes import (
     Dim,
     SymSize,
     Value,
+    bounds,
     guard_problem,
     has_sym,
     is_sym,
+    range_text,
     shape_tensor,
     size_key,
     sym_max,
     sym_min,
+    symbol,
 )
 from torch2trt_lite.errors import ConversionError, DynamicSizeGuardError
 
@@ -62,8 +68,13 @@ class SymbolicSizes:
         self._sizes: dict[int, tuple[Any, tuple[Any, ...], bool]] = {}  # id(itensor) -> (itensor, sizes, traced)
         self._shapes: dict[int, tuple[Any, Any]] = {}  # id(itensor) -> (itensor, its shape tensor)
         self.size_tensors: dict[int, tuple[SymSize, Any]] = {}  # id(SymSize) -> (it, its network tensor)
-        self._duck: dict[int, tuple[Any, float, float, str]] = {}  # traced size -> (key, lo, hi, label)
-        self._dds: dict[int, tuple[Any, float, float, str]] = {}  # the same for data-dependent sizes
+        # duck sizing (see duck_sizing): input dim's key -> its group; each group's record and stand-in
+        self._duck: dict[Any, int] = {}
+        self._groups: list[dict[str, Any]] = []
+        self.equal_dims: list[dict[str, Any]] = []  # the groups a decision assumed equal: engine metadata
+        self._fresh = self._fresh_at_call = 0  # data-dependent symbols made (before the call converted now)
+        self._shared: dict[Any, tuple[Any, Any]] = {}  # key -> (source, output): see share()
+        self._static_checks: set[Any] = set()  # (size, static dim) pairs checked at run time: _check_static
         self._values: list[tuple[SymSize, str]] = []  # sizes read from values, with where they were read
         self._used: set[int] = set()  # id() of those the network computes
         self.filled: WeakIdKeyDictionary = WeakIdKeyDictionary()  # traced tensor -> the value it holds
@@ -73,6 +84,7 @@ class SymbolicSizes:
         """Make ``tracer`` see calls whose arguments hold a dynamic size (``torch.zeros(n, 4)``,
         ``torch.arange(n)``) as calls on traced values (their converters build them in the network).
         ``inputs``: the traced network inputs, whose dynamic dims seed duck sizing."""
+        self.duck_sizing(inputs)
         for x in inputs:
             self.sizes(x)
         tracer.symbolic = self
@@ -82,6 +94,57 @@ class SymbolicSizes:
             return plain(args, kwargs) or has_sym(args) or (bool(kwargs) and has_sym(tuple(kwargs.values())))
 
         tracer.touches_traced = touches_traced
+
+    def duck_sizing(self, inputs: Sequence[torch.Tensor]) -> None:
+        """Duck sizing, as torch.export and dynamo do, but only where it is needed: the dynamic dims of
+        the network inputs traced at the same size form a group that may be *assumed* equal (one size
+        in the intersection of their ranges). Each dim keeps its own symbol and range; a comparison the
+        ranges do not decide is answered under the assumption when that decides it
+        (:meth:`assume`, from ``converters.impl.sizes``: ``if x.size(0) == y.size(0)``,
+        ``mask.size(0) < hidden.size(0) * 2``), and an elementwise op of two such dims takes one
+        (:meth:`inherit`). A group assumed is recorded in :attr:`equal_dims` (``{"dims": [[input name,
+        dim], ...], "min", "max"}``), which goes into the engine's metadata: ``TRTModule`` checks on
+        every call that those dims are equal (``runtime/binding.py``), so no engine runs a branch or a
+        size decided on an equality that does not hold. Dims never assumed equal stay independent (a
+        CNN traced at 64x64 runs at 96x128)."""
+        groups: dict[int, list[tuple[Any, str, int, float, float]]] = {}
+        for x in inputs:
+            entry = self.ctx.mapped(x)
+            it = entry[0] if entry is not None else None
+            if it is None or not it.is_network_input or len(tuple(it.shape)) != x.dim():
+                continue
+            name = str(it.name)
+            rng = self.ranges.get(name)
+            for i, d in enumerate(int(v) for v in it.shape):
+                if d < 0 and ("input", name, i) not in self._duck:
+                    lo, hi = (float(rng[0][i]), float(rng[1][i])) if rng is not None else (0.0, _INF)
+                    groups.setdefault(int(x.shape[i]), []).append((it, name, i, lo, hi))
+        for value, dims in groups.items():
+            if len(dims) < 2:
+                continue
+            lo, hi = max(d[3] for d in dims), min(d[4] for d in dims)
+            it, name, i = dims[0][0], dims[0][1], dims[0][2]
+            label = " = ".join(f"{n}.size({j})" for _, n, j, _, _ in dims)
+            stand_in = SymSize(value, Dim(it, i, label, ("duck", len(self._groups))), lo, hi)
+            for _, n, j, _, _ in dims:
+                self._duck[("input", n, j)] = len(self._groups)
+            self._groups.append({"record": {"dims": [[n, j] for _, n, j, _, _ in dims], "min": int(lo),
+                                            "max": int(hi) if hi != _INF else int(max(d[4] for d in dims))},
+                                 "size": stand_in, "used": False})
+
+    def duck_groups(self, keys: Any) -> dict[Any, Any]:
+        """For :meth:`assume`'s callers: each of ``keys`` (symbols) that is an input dim in a duck
+        group, mapped to the group's stand-in size (one symbol, the ranges' intersection)."""
+        return {k: self._groups[self._duck[k]]["size"] for k in keys if k in self._duck}
+
+    def assume(self, keys: Any) -> None:
+        """A decision took the input dims ``keys`` for their duck groups' one size: record those groups
+        (checked on every engine call)."""
+        for k in keys:
+            g = self._groups[self._duck[k]] if k in self._duck else None
+            if g is not None and not g["used"]:
+                g["used"] = True
+                self.equal_dims.append(g["record"])
 
     def shape_of(self, it: Any) -> Any:
         """The shape tensor of network tensor ``it`` (one IShapeLayer per tensor)."""
@@ -122,33 +185,33 @@ class SymbolicSizes:
         if hit is not None and hit[0] is it and (traced is None or hit[2]):
             return hit[1] or None
         dims = tuple(int(d) for d in it.shape)
+        if traced is not None and any(0 <= d != t for d, t in zip(dims, traced, strict=True)):
+            raise ConversionError(  # NOTE: its sizes would be read as the network's, not the traced ones
+                f"the network gives {it.name!r} the shape {dims} (-1: dynamic) but PyTorch traced it as {tuple(traced)}: "
+                "the backend's shape inference fixed a size that is not fixed (the sim infers shapes from probe "
+                "sizes, alike for every input: a difference of two inputs' dims looks constant). Convert with "
+                "static shapes for those dims, or compute the size differently"
+            )
         if -1 not in dims:
             self._sizes[id(it)] = (it, (), True)
             return None
         label = str(it.name) if it.is_network_input else "a tensor computed from the inputs"
-        rng = self.ranges.get(str(it.name)) if it.is_network_input else None
         out: list[Any] = []
         for i, d in enumerate(dims):
             if d >= 0:
                 out.append(d)
                 continue
-            lo: float = rng[0][i] if rng is not None else 0
-            hi: float = rng[1][i] if rng is not None else _INF
             where = f"{label}.size({i})" if it.is_network_input else f"size({i}) of {label}"
             value = int(traced[i]) if traced is not None else 1
+            # NOTE: a size is never looked up by its traced value: a dim of a computed tensor no
+            # converter recorded (ctx.known_sizes) or inherited (inherit) is a symbol of its own, >= 0
             key: Any = ("dim", id(it), i)
-            if traced is not None:
-                # NOTE: duck sizing (as torch.export / dynamo do): dynamic dims traced at the same size
-                # are taken for the same size, with the range of the first network input dim of that size
-                duck = self._duck.get(value)
-                if duck is None and not it.is_network_input:  # a size derived from a data-dependent one
-                    duck = self._dds.get(value)
-                if duck is None and it.is_network_input:
-                    duck = self._duck[value] = (("input", str(it.name), i), lo, hi, where)
-                if duck is not None:
-                    key, lo, hi = duck[0], duck[1], duck[2]
-                    if not it.is_network_input:
-                        where = f"{where} (= {duck[3]})"
+            lo, hi = 0.0, _INF
+            if it.is_network_input:  # its own symbol and range (duck sizing assumes equalities lazily)
+                rng = self.ranges.get(str(it.name))
+                if rng is not None:
+                    lo, hi = rng[0][i], rng[1][i]
+                key = ("input", str(it.name), i)
             out.append(SymSize(value, Dim(it, i, where, key), lo, hi))
         sizes = tuple(out)
         self._sizes[id(it)] = (it, sizes, traced is not None)
@@ -158,6 +221,7 @@ class SymbolicSizes:
         """The sizes of a call's traced tensor arguments that have dynamic dims, read before the call
         is converted (an in-place op maps its argument to the result's network tensor): for
         :meth:`inherit`."""
+        self._fresh_at_call = self._fresh
         out = []
         for a in tree_leaves((args, kwargs)):
             if isinstance(a, torch.Tensor) and self.ctx.is_traced(a):
@@ -168,13 +232,13 @@ class SymbolicSizes:
 
     def inherit(self, ins: list[tuple[Any, ...]], out: Any) -> None:
         """After a converted call (``ins``: :meth:`arg_sizes`): each dynamic dim of an output whose size
-        no converter recorded takes the size of the arguments' dim at the same position from the right
-        (broadcasting's alignment), or else from the left, traced at the same value, when that is one
+        no converter recorded takes the size of the arguments' dims at the same position from the right
+        (broadcasting's alignment) and from the left traced at the same value, when those are all one
         size; so that elementwise ops and the like keep a size's identity and bounds (``boxes[idx] * 2``
-        has ``idx``'s count, at most k). This is duck sizing (see :meth:`itensor_sizes`) among one
-        call's tensors."""
-        if not ins:
-            return
+        has ``idx``'s count, at most k). Ops whose output dims are not their arguments' at those
+        positions (reshapes, slices, gathers) record their sizes (``ctx.known_sizes``) instead."""
+        if not ins or self._fresh != self._fresh_at_call:
+            return  # NOTE: a call that made data-dependent sizes (x[mask], nonzero, unique): its counts are not its arguments' dims
         ctx = self.ctx
         todo = []
         for t in tree_leaves(out):
@@ -198,15 +262,51 @@ class SymbolicSizes:
                     new.append(d)
                     continue
                 v, j = int(t.shape[i]), len(dims) - i
+                # the same position from the right (broadcasting) and from the left (boxes[..., 0],
+                # stack(dim=-1)): inherited only where all those traced at this size are one size
                 cands = [s[len(s) - j] for s in ins if len(s) >= j and isinstance(s[len(s) - j], SymSize)
                          and int.__int__(s[len(s) - j]) == v]
-                if not cands:  # e.g. boxes[..., 0] or stack(dim=-1): the same position from the left
-                    cands = [s[i] for s in ins if len(s) > i and isinstance(s[i], SymSize) and int.__int__(s[i]) == v]
-                if len({size_key(c) for c in cands}) != 1:
-                    break
+                cands += [s[i] for s in ins if len(s) > i and isinstance(s[i], SymSize) and int.__int__(s[i]) == v]
+                keys = {size_key(c) for c in cands}
+                if len(keys) != 1:
+                    # input dims traced alike (x + y of batches traced at 4): one size if assumed equal
+                    syms = {symbol(c) for c in cands} - {None}
+                    if len(keys) != len(syms) or len({self._duck.get(k) for k in syms} - {None}) != 1 or not all(
+                            k in self._duck for k in syms):
+                        break
+                    self.assume(syms)
                 new.append(cands[0])
             else:
                 self._sizes[id(it)] = (it, tuple(new), True)
+
+    def share(self, key: Any, source: Any, out: Any) -> None:
+        """Remember ``out``, a data-dependent layer's output computed from network tensor ``source``,
+        for :meth:`shared` (one NonZero per mask: ``x[keep]`` and ``y[keep]`` have one count)."""
+        self._shared[key] = (source, out)
+
+    def shared(self, key: Any, source: Any) -> Any:
+        """The output :meth:`share` remembered for ``key`` and ``source`` (None: none). The call using it
+        makes data-dependent sizes, as if it made the layer (see :meth:`inherit`)."""
+        hit = self._shared.get(key)
+        if hit is None or hit[0] is not source:
+            return None
+        self._fresh += 1
+        return hit[1]
+
+    def carry(self, old: Any, new: Any, traced: Sequence[int]) -> None:
+        """A traced tensor (of shape ``traced``) was mapped from network tensor ``old`` to ``new`` (a
+        write into it: ``x[1:] += 1``, a view write): ``new`` keeps ``old``'s recorded sizes where it
+        has none of its own and its shape is the one those sizes were traced at (a write never
+        changes a tensor's shape; an in-place op that does, like ``transpose_``, records its own)."""
+        hit, mine = self._sizes.get(id(old)), self._sizes.get(id(new))
+        if hit is None or hit[0] is not old or not hit[2] or not hit[1] or (mine is not None and mine[0] is new):
+            return
+        dims = tuple(int(d) for d in new.shape)
+        if len(dims) != len(hit[1]) or len(traced) != len(dims) or any(
+            int.__int__(s) != t or (d >= 0 and d != t) for s, d, t in zip(hit[1], dims, traced, strict=True)
+        ):
+            return
+        self._sizes[id(new)] = (new, tuple(d if d >= 0 else s for s, d in zip(hit[1], dims, strict=True)), True)
 
     def read(self, name: str, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The result of a size read ``func(*args, **kwargs)`` (``name`` in :data:`READS`) with the
@@ -238,6 +338,13 @@ class SymbolicSizes:
         return torch.Size(sizes)
 
 
+def relabel(v: Any, it: Any, index: int, label: str) -> Any:
+    """``v`` (a dim's size) as dim ``index`` of network tensor ``it`` named ``label``: the same symbol
+    and bounds (for ``check``'s stand-ins of refused calls, which take the inputs' sizes)."""
+    key = symbol(v)
+    return v if key is None else SymSize(int.__int__(v), Dim(it, index, label, key), *bounds(v))
+
+
 # ------------------------------------------------------------------------- data-dependent sizes
 def ensure(ctx: ConversionContext) -> SymbolicSizes:
     """``ctx``'s symbolic sizes, made (and installed on the active tracer) when a static conversion
@@ -255,9 +362,10 @@ def ensure(ctx: ConversionContext) -> SymbolicSizes:
 def data_dependent(ctx: ConversionContext, it: Any, traced: Sequence[int], what: str, hi: float = _INF) -> tuple[Any, ...]:
     """Register the ``-1`` dims of network tensor ``it`` (the output of a data-dependent layer; ``traced``:
     its traced torch sizes) as data-dependent sizes, in the spirit of ``torch.export``'s unbacked
-    symbols: each is a :class:`SymSize` in ``[0, hi]`` named after ``what``. Tensors computed from it
-    whose dims were traced at the same size (``boxes[keep]`` beside ``keep``) are taken for the same size
-    (duck sizing), unless a dynamic network input dim was traced at that size too (then the input's)."""
+    symbols: each is a :class:`SymSize` in ``[0, hi]`` named after ``what``, a symbol of its own (two
+    counts traced at the same value, or a count traced at an input's size, are different sizes).
+    Tensors computed from it keep it where their converter records it (``ctx.known_sizes``) or by
+    :meth:`SymbolicSizes.inherit`."""
     state = ensure(ctx)
     out: list[Any] = []
     for i, d in enumerate(int(v) for v in it.shape):
@@ -265,10 +373,9 @@ def data_dependent(ctx: ConversionContext, it: Any, traced: Sequence[int], what:
             out.append(d)
             continue
         value = int(traced[i])
-        where = f"the data-dependent size {what}" + (f" (dim {i})" if len(traced) > 1 else "")
-        key: Any = ("dds", len(state._dds), id(it), i)
-        if value not in state._dds:
-            state._dds[value] = (key, 0, hi, where)
+        state._fresh += 1
+        where = f"the data-dependent size {what} #{state._fresh}"  # NOTE: numbered: two counts are two sizes
+        key: Any = ("dds", state._fresh, id(it), i)  # NOTE: a symbol of its own, whatever its traced value
         out.append(SymSize(value, Dim(it, i, where, key), 0, hi))
     sizes = tuple(out)
     state._sizes[id(it)] = (it, sizes, True)
@@ -288,11 +395,29 @@ def known_sizes(ctx: ConversionContext, it: Any, sizes: Sequence[Any], traced: S
     for v, d, t in zip(sizes, dims, traced, strict=True):
         if d >= 0:
             out.append(d)
+            if isinstance(v, SymSize) and bounds(v) != (d, d) and int.__int__(v) == d:
+                _check_static(ctx, v, d)
         elif isinstance(v, SymSize) and int.__int__(v) == int(t):
             out.append(v)
         else:
             return
     state._sizes[id(it)] = (it, tuple(out), True)
+
+
+def _check_static(ctx: ConversionContext, v: SymSize, d: int) -> None:
+    """The backend's shape inference made a dim static (``d``) whose size ``v`` the model computes and
+    whose range says it may differ (the sim infers shapes from probe sizes; TensorRT proves them): the
+    sizes read from that dim are ``d``, so the engine checks on every run that ``v`` is ``d`` (an
+    output read after each run, as a value check of the model is) rather than compute a wrong shape."""
+    state = ensure(ctx)
+    key = (size_key(v), d)
+    if key in state._static_checks:
+        return
+    state._static_checks.add(key)
+    eq = ctx.network.add_elementwise(shape_tensor(ctx, [v]), shape_tensor(ctx, [d]), ctx.trt.ElementWiseOperation.EQUAL)
+    ctx.assertions.append((eq.get_output(0), f"the size {v.describe()} (range {range_text(v)}) is {d} in the network "
+                                             "(the backend's shape inference fixed it): a run where it is not would "
+                                             "compute a wrong shape"))
 
 
 # ------------------------------------------------------------------------------- sizes from values
@@ -359,5 +484,5 @@ def check_value_reads(ctx: ConversionContext) -> None:
 
 __all__ = [
     "READS", "DynamicSizeGuardError", "SymSize", "SymbolicSizes", "check_value_reads", "data_dependent", "ensure",
-    "has_sym", "is_sym", "known_sizes", "shape_tensor", "sym_max", "sym_min", "value_read",
+    "has_sym", "is_sym", "known_sizes", "relabel", "shape_tensor", "sym_max", "sym_min", "value_read",
 ]

@@ -1107,7 +1107,7 @@ class INMSLayer(ILayer):
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
         it = _dtypes.torch_dtype(self._a["indices_type"])
         if rt.probe:  # data-dependent number of rows: a different size per probe (as NonZero's)
-            n = dds_probe(rt)
+            n = dds_probe(rt, self)
             return [torch.empty((n, 3), dtype=it, device="meta"),
                     torch.empty((), dtype=torch.int32, device="meta")]
         boxes, scores, limit = inputs[0], inputs[1], inputs[2]

@@ -385,6 +385,12 @@ class ISliceLayer(_ShapeReader):
                 out_shape[ax] = sz
             return [torch.empty(out_shape, dtype=x.dtype, device="meta")]
         if any(sz < 0 for sz in size):
+            if rt.probe and size_t is not None:  # NOTE: a size computed from probe sizes and counts (a count
+                # minus an input dim: sim._core.dds_probe): its sign is known only at run time, where it fails
+                out_shape = list(x.shape)
+                for ax, sz in zip(axes, size, strict=True):
+                    out_shape[ax] = max(sz, 0)
+                return [torch.empty(out_shape, dtype=x.dtype, device="meta")]
             raise _fail(self, f"slice size {tuple(size)} has a negative dimension")
         mode = a["mode"]
         view: list[slice] = [slice(None)] * r
@@ -916,7 +922,7 @@ class INonZeroLayer(ILayer):
         dtype = _dtypes.torch_dtype(self._a["indices_type"])
         if rt.probe:
             # NOTE: the count of non-zero values is data-dependent; two probe sizes make it -1.
-            n = dds_probe(rt)
+            n = dds_probe(rt, self)
             return [torch.empty((x.dim(), n), dtype=dtype, device="meta")]
         return [torch.nonzero(x).t().to(dtype).contiguous()]
 
