@@ -28,6 +28,8 @@ FAMILIES: tuple[str, ...] = (
     "attention",
     "embedding",
     "recurrent",
+    "signal",
+    "complex",
     "zoo_transformers",
     "quantization",
     "accumulate",
@@ -35,6 +37,7 @@ FAMILIES: tuple[str, ...] = (
     "detection",
     "datadep",
     "zoo_torchvision",
+    "zoo_ultralytics",
 )
 
 

@@ -50,7 +50,9 @@ def convert_index_add(ctx: ConversionContext, call: Call) -> Any:
     view[d] = -1
     # NOTE: torch tensors for the scatter_add converter's Call, each mapped to its network tensor
     idx_t = index.reshape(view).expand(src.shape).clone()
-    ctx.set_itensor(idx_t, S.expand(ctx, S.reshape(ctx, ctx.itensor(index), view), tuple(src.shape)))
+    # NOTE: source's sizes as the network has them (a data-dependent row count stays symbolic)
+    src_sizes = Y.sizes_of(ctx, source) if source.dim() else (1,)
+    ctx.set_itensor(idx_t, S.expand(ctx, S.reshape(ctx, ctx.itensor(index), view), src_sizes))
     src_it = E.operand(ctx, source, x.dtype)
     if source.dim() == 0:
         src_it = S.reshape(ctx, src_it, [1])

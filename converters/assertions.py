@@ -1,5 +1,9 @@
-"""Runtime checks on values: ``torch._assert(cond, message)``, ``torch._assert_async(cond)`` and
-``torch._check_tensor_all(cond, message)`` with a condition computed from the inputs.
+"""Runtime checks on values: ``torch._assert(cond, message)``, ``torch._assert_async(cond)``,
+``torch._check_tensor_all(cond, message)`` and ``torch._check_tensor_all_with(error_type, cond, message)``
+with a condition computed from the inputs. The last is how transformers' ``torch_compilable_check``
+checks a tensor condition (``n_image_tokens * hidden == image_features.numel()`` in vision-language
+models): torch evaluates it as ``cond._is_all_true().item()``, a value read the guard would refuse;
+converted here before that read, as the check on every engine run it is in eager PyTorch.
 
 Eager PyTorch checked the condition only on the traced inputs; the engine must check it on every run.
 TensorRT's ``IAssertionLayer`` cannot: it evaluates its condition as a *shape tensor* (computed from
@@ -33,6 +37,9 @@ def _message(call: Call, index: int, name: str) -> str:
     msg = call.arg(index, name, None)
     if isinstance(msg, str) and msg:
         return msg
+    fixed = _fixed_message(msg)
+    if fixed:
+        return fixed
     # NOTE: a callable message is PyTorch's lazy form, built only on failure (it may read values): the
     # engine gets the call's place instead
     return f"{call.qualname} failed at {user_location(3)}"
@@ -68,4 +75,33 @@ def convert_assert_async(ctx: ConversionContext, call: Call) -> Any:
 @converter(torch._check_tensor_all)
 def convert_check_tensor_all(ctx: ConversionContext, call: Call) -> Any:
     _assertion(ctx, call.args[0], _message(call, 1, "message"))
+    return None
+
+
+def _check_with(call: Call) -> str | None:
+    cond = call.arg(1, "cond", None)
+    if not isinstance(cond, torch.Tensor) or cond.dtype != torch.bool:
+        return "the condition must be a bool tensor (as torch requires)"
+    return None
+
+
+@converter(torch._check_tensor_all_with, check=_check_with)
+def convert_check_tensor_all_with(ctx: ConversionContext, call: Call) -> Any:
+    error_type = call.arg(0, "error_type", None)
+    message = _message(call, 2, "message")
+    name = getattr(error_type, "__name__", "")
+    _assertion(ctx, call.arg(1, "cond"), f"{name}: {message}" if name else message)
+    return None
+
+
+def _fixed_message(msg: Any) -> str | None:
+    """The string a lazy message returns when it only wraps a fixed string: transformers'
+    ``torch_compilable_check`` wraps its (already formatted) message in a closure ``msg_callable``
+    returning it. Any other callable is not called (it may read values)."""
+    if not callable(msg) or not getattr(msg, "__qualname__", "").endswith("torch_compilable_check.<locals>.msg_callable"):
+        return None
+    cells = getattr(msg, "__closure__", None) or ()
+    values = [c.cell_contents for c in cells]
+    if len(values) == 1 and isinstance(values[0], str) and values[0]:
+        return f"{values[0]} (a message formatted when the model was traced)"
     return None

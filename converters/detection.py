@@ -14,10 +14,14 @@ documented semantics match torchvision's where it matters:
 Where they differ, the converter closes the gap or refuses:
 
 * INMSLayer keeps only scores *above* a score threshold (default 0): it gets the lowest float, so every
-  finite score is a candidate (a score of -inf or NaN is dropped; torchvision would keep it last);
-* INMSLayer considers at most 5000 candidates (its top-k box limit): more boxes are refused (a static
-  count, or a dynamic count whose range goes above 5000), since boxes beyond the limit would silently
-  never be kept;
+  finite score is a candidate (a score of -inf, NaN or the lowest float is dropped; torchvision keeps -inf
+  last and visits NaN first, see the README);
+* INMSLayer considers at most 5000 candidates per batch item (its top-k box limit, over all classes):
+  ``nms`` of more boxes is refused (a static count, or a dynamic count whose range goes above 5000),
+  since boxes beyond the limit would silently never be kept. ``batched_nms`` of more boxes (a detector's
+  91 classes: 90 x 400) puts class groups in batch items (:func:`grouped_nms_indices`), and an engine
+  output checks on every run that no group exceeds 5000 candidates;
+* the count while tracing decides nothing: a filter that kept no box then builds the same engine;
 * INMSLayer's IoU threshold lies in [0, 1]: a threshold above 1 suppresses nothing in either (IoU <= 1)
   and is clamped to 1; a negative one is refused;
 * boxes with x1 > x2 or y1 > y2 (outside torchvision's contract) are normalized by TensorRT.
@@ -65,6 +69,7 @@ from .impl import elementwise as E
 from .impl import reduce as R
 from .impl import shape as S
 from .impl import sizes as Y
+from .impl.active import user_location
 
 if TYPE_CHECKING:
     from torch2trt_lite.trace.context import ConversionContext
@@ -99,9 +104,6 @@ def _nms_check(call: Call) -> str | None:
         return "iou_threshold must be a Python number, not a tensor"
     if thr is None or not float(thr) >= 0.0:
         return f"iou_threshold must be >= 0 (TensorRT's NMS takes an IoU threshold in [0, 1]), got {thr}"
-    if boxes.shape[0] == 0:
-        return ("NMS of zero boxes while tracing (a filter before it kept none): trace with inputs for which some "
-                "boxes reach the NMS; the engine then also handles none")
     return None
 
 
@@ -115,9 +117,11 @@ def nms_indices(ctx: ConversionContext, boxes: Any, scores: Any, n_boxes: Any, i
     """int64 indices [-1] of the boxes INMSLayer keeps, by decreasing score (boxes [N, 4], scores [N];
     ``kept``: the traced result, whose length names the data-dependent size)."""
     if _upper(n_boxes) > NMS_TOPK_LIMIT:
+        count = (f"up to {int(_upper(n_boxes))} boxes" if math.isfinite(_upper(n_boxes))
+                 else f"a box count with no upper bound ({n_boxes.describe()})")
         raise ConverterRefusal(
-            f"NMS of up to {_upper(n_boxes):g} boxes exceeds TensorRT's NMS limit of {NMS_TOPK_LIMIT} candidate "
-            f"boxes (boxes past it would never be kept); keep the best {NMS_TOPK_LIMIT} first, e.g. "
+            f"NMS of {count} exceeds TensorRT's NMS limit of {NMS_TOPK_LIMIT} candidate boxes of one class "
+            f"(boxes past it would never be kept); keep the best {NMS_TOPK_LIMIT} first, e.g. "
             f"scores.topk({NMS_TOPK_LIMIT})"
         )
     net = ctx.network
@@ -148,18 +152,80 @@ def convert_nms(ctx: ConversionContext, call: Call) -> Any:
 
 
 def convert_batched_nms(ctx: ConversionContext, call: Call) -> Any:
-    """torchvision's coordinate trick in the network: class c's boxes shifted by c * (max + 1)."""
+    """torchvision's coordinate trick in the network: class c's boxes shifted by c * (max + 1); beyond
+    5000 boxes, one NMS batch item per class group (:func:`grouped_nms_indices`)."""
     boxes, scores, idxs = call.arg(0, "boxes"), call.arg(1, "scores"), call.arg(2, "idxs")
     thr = float(call.arg(3, "iou_threshold"))
     dt = boxes.dtype
     bt = ctx.itensor(boxes)
     top = R.reduce(ctx, bt, "MAX", [0, 1], False)  # boxes.max()
     step = E.ew(ctx, top, E.scalar(ctx, 1, dt), "SUM")
-    cls = ctx.cast(ctx.itensor(idxs), dt) if isinstance(idxs, torch.Tensor) else E.scalar(ctx, idxs, dt)
+    cls = ctx.cast(ctx.itensor(idxs), dt)
     offsets = E.ew(ctx, cls, step, "PROD")  # [N]
     shifted = E.ew(ctx, bt, S.unsqueeze(ctx, offsets, 1), "SUM")
     n = Y.sizes_of(ctx, boxes)[0]
-    return nms_indices(ctx, shifted, ctx.itensor(scores), n, thr, call.output)
+    if _upper(n) <= NMS_TOPK_LIMIT:
+        return nms_indices(ctx, shifted, ctx.itensor(scores), n, thr, call.output)
+    return grouped_nms_indices(ctx, shifted, ctx.itensor(scores), ctx.itensor(idxs), n, thr, call.output)
+
+
+def grouped_nms_indices(ctx: ConversionContext, boxes: Any, scores: Any, idxs: Any, n_boxes: Any,
+                        iou_threshold: float, kept: torch.Tensor) -> Any:
+    """``batched_nms`` of more than 5000 boxes (a detector's 91 classes: up to 90 x 400). INMSLayer's
+    5000-candidate limit holds per batch item, so the boxes go to ``G`` batch items by class group
+    (``idxs mod G``, G = 4 x ceil(N_max / 5000)): in each, the other groups' scores are -inf (never a
+    candidate), and boxes of different classes in one group never overlap (the coordinate trick), so
+    each group's NMS is torchvision's. An engine output checks on every run that no group holds more than
+    5000 candidates (``TRTModule`` raises with the message below; boxes past the limit would be lost).
+    The kept boxes, listed group by group, are ordered by decreasing score with a top-k over ``N_max``
+    (rounds of 3840, :func:`topk`), as torchvision returns them."""
+    hi = _upper(n_boxes)
+    if not math.isfinite(hi):
+        raise ConverterRefusal(
+            f"batched_nms of a box count with no upper bound ({n_boxes.describe()}): TensorRT's NMS takes at most "
+            f"{NMS_TOPK_LIMIT} candidates per class group, and the engine needs a bound to group them; give "
+            f"the input a range with a maximum or keep at most k boxes first (scores.topk(k))")
+    limit_all = TOPK_MAX_ROUNDS * R.TOPK_MAX_K
+    if hi > limit_all:
+        raise ConverterRefusal(
+            f"batched_nms of up to {int(hi)} boxes: ordering the kept boxes by score needs TensorRT's top-k "
+            f"over all of them, possible up to {limit_all} ({TOPK_MAX_ROUNDS} rounds of {R.TOPK_MAX_K}); keep "
+            f"at most {limit_all} boxes first (scores.topk({limit_all}))")
+    u = int(hi)
+    groups = 4 * math.ceil(u / NMS_TOPK_LIMIT)
+    net = ctx.network
+    dt = E.dtype_of(ctx, scores)
+    cls = ctx.cast(idxs, torch.int32)
+    g_i = E.scalar(ctx, groups, torch.int32)
+    group = E.ew(ctx, cls, E.ew(ctx, E.ew(ctx, cls, g_i, "FLOOR_DIV"), g_i, "PROD"), "SUB")  # idxs mod G
+    member = E.ew(ctx, S.unsqueeze(ctx, group, 0),
+                  ctx.constant(torch.arange(groups, dtype=torch.int32).reshape(groups, 1)), "EQUAL")  # [G, N]
+    s_g = E.select(ctx, member, S.unsqueeze(ctx, scores, 0), E.scalar(ctx, float("-inf"), dt, rank=2))
+    b_g = E.ew(ctx, S.unsqueeze(ctx, boxes, 0), ctx.constant(torch.zeros((groups, 1, 1), dtype=dt)), "SUM")
+    layer = net.add_nms(b_g, S.unsqueeze(ctx, s_g, -1), ctx.constant(np.asarray(NMS_TOPK_LIMIT, dtype=np.int32)))
+    layer.bounding_box_format = ctx.trt.BoundingBoxFormat.CORNER_PAIRS
+    layer.topk_box_limit = NMS_TOPK_LIMIT
+    layer.set_input(3, ctx.constant(np.asarray(min(float(iou_threshold), 1.0), dtype=np.float32)))
+    layer.set_input(4, ctx.constant(np.asarray(_LOWEST, dtype=np.float32)))
+    # the check: candidates (scores above the threshold) per group <= the limit
+    cand = E.ew(ctx, ctx.cast(s_g, torch.float32), E.scalar(ctx, _LOWEST, torch.float32, rank=2), "GREATER")
+    most = R.reduce(ctx, R.reduce(ctx, ctx.cast(cand, torch.int32), "SUM", [1], False), "MAX", [0], False)
+    ok = E.ew(ctx, most, E.scalar(ctx, NMS_TOPK_LIMIT + 1, torch.int32), "LESS")
+    ctx.assertions.append((S.reshape(ctx, ok, [1]), (
+        f"batched_nms at {user_location(3)}: more than {NMS_TOPK_LIMIT} candidate boxes fell into one of the "
+        f"engine's {groups} class groups (class index mod {groups}); TensorRT's NMS considers at most "
+        f"{NMS_TOPK_LIMIT} per group, so boxes past it would be lost: keep fewer boxes per class before the "
+        f"NMS (e.g. scores.topk per class)")))
+    kept_idx = ctx.cast(column(ctx, layer.get_output(0), 2), torch.int32)  # [K], group by group
+    ks = net.add_gather(scores, kept_idx, 0).get_output(0)
+    pad = ctx.constant(torch.full((u,), float("-inf"), dtype=dt))
+    padded = net.add_slice(S.concat(ctx, [ks, pad], 0), (0,), (u,), (1,)).get_output(0)  # [N_max]
+    _, order = topk(ctx, padded, u, 0, True)
+    first = net.add_slice(ctx.cast(order, torch.int32), (0,), (1,), (1,))
+    first.set_input(2, S.shape_of(ctx, kept_idx))  # the first K positions: the kept boxes by score
+    out = ctx.cast(net.add_gather(kept_idx, first.get_output(0), 0).get_output(0), torch.int64)
+    data_dependent(ctx, out, kept, "NMS kept count", hi)
+    return out
 
 
 def _batched_check(call: Call) -> str | None:
@@ -209,8 +275,40 @@ def topk(ctx: ConversionContext, it: Any, k: Any, dim: int, largest: bool) -> tu
                 f"top-k/sort of a dynamic size ({k.describe()}) that may exceed TensorRT's top-k limit of "
                 f"{R.TOPK_MAX_K}; convert with a static size or a range up to {R.TOPK_MAX_K}"
             )
+        if Y.bounds(k)[0] < 1:
+            return _topk_maybe_none(ctx, it, k, d, largest)
         return _topk_layer(ctx, it, k, d, largest)
     return _topk_rounds(ctx, it, int(k), d, largest)
+
+
+def _topk_maybe_none(ctx: ConversionContext, it: Any, k: Any, axis: int, largest: bool) -> tuple[Any, Any]:
+    """Top-k where the dynamic ``k`` may be 0 (``scores.topk(min(n, 400))`` of a class no box reached):
+    ITopKLayer takes k >= 1, so an empty input becomes one fill element (-inf for largest; a non-empty
+    input stays itself), the top ``max(k, 1)`` is taken, and its first ``k`` kept."""
+    dt = E.dtype_of(ctx, it)
+    if dt.is_floating_point:
+        fill: float | int = float("-inf") if largest else float("inf")
+    else:
+        fill = torch.iinfo(dt).min if largest else torch.iinfo(dt).max
+    rank = len(tuple(it.shape))
+    sizes = list(Y.network_sizes(ctx, it))
+    sizes[axis] = 1
+    layer = ctx.network.add_slice(E.scalar(ctx, fill, dt, rank=rank), (0,) * rank, (1,) * rank, (0,) * rank)
+    layer.set_input(2, Y.shape_tensor(ctx, sizes))
+    whole = list(Y.network_sizes(ctx, it))
+    n = whole[axis]
+    # NOTE: [fill] where the input is empty, else the input itself (its ties then resolve as without the fill)
+    whole[axis] = Y.sym_max(n, 1) if Y.is_sym(n) else max(int(n), 1)
+    cut = ctx.network.add_slice(S.concat(ctx, [it, layer.get_output(0)], axis), (0,) * rank, (1,) * rank, (1,) * rank)
+    cut.set_input(2, Y.shape_tensor(ctx, whole))
+    v, i = _topk_layer(ctx, cut.get_output(0), Y.sym_max(k, 1), axis, largest)
+    sizes[axis] = k
+    out = []
+    for t in (v, i):  # the first k along axis
+        first = ctx.network.add_slice(t, (0,) * rank, (1,) * rank, (1,) * rank)
+        first.set_input(2, Y.shape_tensor(ctx, sizes))
+        out.append(first.get_output(0))
+    return out[0], out[1]
 
 
 def _topk_layer(ctx: ConversionContext, it: Any, k: Any, axis: int, largest: bool) -> tuple[Any, Any]:

@@ -1,5 +1,5 @@
 """Reductions: sum/mean/prod/amax/amin, max/min (all forms), arg*, var/std, norms, logsumexp, all/any,
-cumulative sums and products, count_nonzero.
+cumulative sums, products, maxima and minima (cummax/cummin), count_nonzero, isin (any-of equality).
 
 ``dim`` may be None, an int, negative, or a sequence; ``keepdim`` is honoured everywhere.
 """
@@ -18,6 +18,7 @@ from .impl import elementwise as E
 from .impl import normalization as N
 from .impl import reduce as R
 from .impl import shape as S
+from .impl import sizes as Y
 
 if TYPE_CHECKING:
     from torch2trt_lite.trace.context import ConversionContext
@@ -328,3 +329,43 @@ register_table(
     _cum,
     check=no_out,
 )
+
+
+# ------------------------------------------------------------------------- cummax / cummin
+def _check_cum_extreme(call: Call) -> str | None:
+    x = call.arg(0, "input")
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.bool):
+        return f"{x.dtype} inputs are not supported (float32/16, bfloat16, int32, int64 and bool are)"
+    return no_out(call)
+
+
+def _cum_extreme(largest: bool) -> Any:
+    def convert(ctx: ConversionContext, call: Call) -> Any:
+        x = call.arg(0, "input")
+        if x.dim() == 0:
+            return ctx.network.add_identity(ctx.itensor(x)).get_output(0), ctx.constant(torch.zeros((), dtype=torch.int64))
+        axis = S.norm_dim(int(call.arg(1, "dim")), x.dim())
+        size = Y.sizes_of(ctx, x)[axis]
+        if Y.bounds(size)[1] == float("inf"):
+            Y.refuse(call.qualname, [size], "the scan's steps are set by the largest length of its dim")
+        it = ctx.itensor(x)
+        if x.dtype == torch.bool:
+            values, idx = R.cum_extreme(ctx, ctx.cast(it, torch.int32), axis, largest)
+            return ctx.cast(values, torch.bool), idx
+        return R.cum_extreme(ctx, it, axis, largest)
+
+    return convert
+
+
+register_table({(torch.cummax, T.cummax): True, (torch.cummin, T.cummin): False}, _cum_extreme,
+               check=_check_cum_extreme)
+
+
+# ----------------------------------------------------------------------------------- isin
+@converter(torch.isin, check=no_out)
+def convert_isin(ctx: ConversionContext, call: Call) -> Any:
+    """``torch.isin(elements, test_elements, assume_unique=, invert=)``; either may be a scalar or a
+    network tensor (assume_unique only speeds torch up)."""
+    x, test = call.arg(0, "elements"), call.arg(1, "test_elements")
+    it = ctx.itensor(x)
+    return R.isin(ctx, it, ctx.itensor(test), bool(call.kwargs.get("invert", False)))

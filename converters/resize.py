@@ -110,9 +110,15 @@ def _check_affine_grid(call: Call) -> str | None:
 
 @converter(F.affine_grid, check=_check_affine_grid)
 def convert_affine_grid(ctx: ConversionContext, call: Call) -> Any:
-    dt = call.output.dtype
-    return rs.affine_grid(ctx, ctx.itensor(call.arg(0, "theta"), dt), [int(s) for s in call.arg(1, "size")],
-                          bool(call.arg(2, "align_corners", None) or False), dt)
+    dt, size = call.output.dtype, list(call.arg(1, "size"))
+    # NOTE: the batch (theta's, which PyTorch checks equal to size[0]) may be dynamic, the channels are
+    # unused; the spatial sizes make the base grid
+    Y.refuse("torch.nn.functional.affine_grid", size[2:], "the spatial sizes set the base grid's points")
+    out = rs.affine_grid(ctx, ctx.itensor(call.arg(0, "theta"), dt), [-1 if Y.is_sym(size[0]) else int(size[0]),
+                         1, *(int(s) for s in size[2:])], bool(call.arg(2, "align_corners", None) or False), dt)
+    if Y.dynamic(ctx) and Y.is_sym(size[0]):
+        ctx.known_sizes(out, [size[0], *(int(s) for s in size[2:]), len(size) - 2], tuple(call.output.shape))
+    return out
 
 
 # ------------------------------------------------------------------------- pixel shuffle

@@ -200,11 +200,10 @@ def convert_expand(ctx: ConversionContext, call: Call) -> Any:
     if not Y.dynamic(ctx):
         return S.expand(ctx, it, tuple(call.output.shape))
     # NOTE: dynamic shapes: the target from the arguments (-1 keeps the input's dim), not the traced output
-    sizes = _sizes(call, 1, "size")
-    lead = len(sizes) - S.rank(it)
-    src = Y.sizes_of(ctx, call.arg(0, "input"))
-    return _expanded(ctx, it, [src[i - lead] if (not isinstance(d, Y.SymSize) and d == -1) else d
-                               for i, d in enumerate(sizes)], call)
+    out, target = S.expand_args(ctx, it, _sizes(call, 1, "size"), Y.sizes_of(ctx, call.arg(0, "input")))
+    if out is not it:
+        ctx.known_sizes(out, target, tuple(call.output.shape))
+    return out
 
 
 def _expanded(ctx: ConversionContext, it: Any, target: list[Any], call: Call) -> Any:

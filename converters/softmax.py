@@ -12,6 +12,7 @@ from torch2trt_lite.registry import Call, register_table
 from .impl import elementwise as E
 from .impl import reduce as R
 from .impl import shape as S
+from .impl.nn_common import float64_allowed
 
 if TYPE_CHECKING:
     from torch2trt_lite.trace.context import ConversionContext
@@ -61,7 +62,8 @@ def _make(kind: str) -> Any:
 
 def _no_float64(call: Call) -> str | None:
     dtype = call.kwargs.get("dtype") or next((a for a in call.args[2:] if isinstance(a, torch.dtype)), None)
-    if dtype == torch.float64 or (isinstance(call.output, torch.Tensor) and call.output.dtype == torch.float64):
+    wide = dtype == torch.float64 or (isinstance(call.output, torch.Tensor) and call.output.dtype == torch.float64)
+    if wide and not float64_allowed():  # NOTE: truncate_double computes it in float32
         return "dtype=torch.float64: TensorRT has no float64 (use float32)"
     return None
 

@@ -1,6 +1,9 @@
 """Types and creation: to(dtype)/type/type_as and the float()/int()/... casts, device moves, the *_like
 creation functions and Tensor.new_* of traced tensors, fill_/zero_.
 
+float64 results (``.double()``, ``dtype=torch.float64``) are computed in float32 or refused as
+``convert(..., truncate_double=)`` says (``torch2trt_lite/trace/double.py``).
+
 Creation functions with Python-int sizes (``torch.zeros(x.shape[0], 4)``) need no converter: they
 build untraced tensors, which become constants.
 """
@@ -16,6 +19,7 @@ from torch2trt_lite.registry import Call, converter, register_table
 from .impl import elementwise as E
 from .impl import shape as S
 from .impl import sizes as Y
+from .impl.active import active_context
 
 if TYPE_CHECKING:
     from torch2trt_lite.trace.context import ConversionContext
@@ -25,6 +29,11 @@ T = torch.Tensor
 
 def _dtype_check(call: Call) -> str | None:
     out = call.output
+    if isinstance(out, torch.Tensor) and out.dtype == torch.float64:
+        # NOTE: float64 is computed in float32, or refused, by the tracer (torch2trt_lite.trace.double)
+        ctx = active_context()
+        if ctx is not None and ctx.float64.allowed:
+            return None
     if isinstance(out, torch.Tensor) and out.dtype not in E.TRT_DTYPES:
         return f"TensorRT has no {out.dtype} (supported: float32, float16, bfloat16, int8, uint8, int32, int64, bool)"
     return None

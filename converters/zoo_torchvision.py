@@ -40,8 +40,10 @@ def convert_topk_min(ctx: ConversionContext, call: Call) -> Any:
 def _nonempty_proposals(frame: Any, size: Any, op: str, other: Any, traced: bool) -> bool | None:
     """``BoxCoder.decode``'s ``if box_sum > 0:`` (the two-stage detectors' RoI heads) on a data-dependent
     proposal count: answered with the branch of a non-empty proposal set, the one every run with a
-    proposal takes. With no proposal at all eager PyTorch skips two reshapes (its outputs then have
-    other ranks); the engine, built for the general branch, fails that run instead of returning them."""
+    proposal takes. With no proposal at all eager PyTorch skips two reshapes (its boxes are then
+    ``[0, 4C]``, not ``[0, C, 4]``: another rank, which one engine cannot return); the engine, built for the
+    general branch, fails that run with a RuntimeExecutionError (TensorRT cannot infer the reshape's -1 of
+    zero rows) instead of returning a result (tests/converters/test_detection_ops.py)."""
     if op == "gt" and other == 0 and traced and frame.f_locals.get("box_sum") is size:
         return True
     return None

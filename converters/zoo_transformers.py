@@ -1,14 +1,26 @@
-"""Hugging Face transformers: the attention-mask shortcut that reads mask values.
+"""Hugging Face transformers: the attention-mask shortcuts that read mask values, ``is_tracing``, the
+experts loop of mixture-of-experts models.
 
 transformers (``masking_utils.sdpa_mask``) skips building the 4D attention mask when the 2D padding
 mask has no padding: ``_ignore_bidirectional_mask_sdpa`` / ``_ignore_causal_mask_sdpa`` evaluate
 ``padding_mask.all()`` in Python, a data-dependent branch the strict guard refuses. They run here
 as converted calls (their internals are not traced) and add no layers:
 
-* the traced mask has padding: the answer is "build the mask", which is right for every mask the
-  engine will see; the mask is then built from converted ops on the input (padding, causal pattern).
-* the traced mask has no padding: the answer "skip" would freeze "no mask" into the engine, and a
-  padded mask given to the engine later would be ignored. Refused, with the fix.
+* a mask computed from the inputs (an engine input): the answer is "build the mask", as transformers
+  itself answers while tracing (``is_tracing(padding_mask)``: torch.fx, torch.compile), whether or not
+  the traced mask has padding. It is right for every mask the engine will see: the mask is built from
+  converted ops on the input (padding, causal pattern), and for a mask of ones it masks nothing, as
+  the skip does. Answering "skip" would freeze "no mask" into the engine.
+* no mask, or a mask the network proves to be all ones (:func:`_mask_of_ones`): the traced answer, where
+  it holds for every size of the range (:func:`_skip_holds_for_every_size`), else refused.
+
+transformers' ``is_tracing(tensor)`` (``utils.import_utils``) asks, among others,
+``is_torch_fx_proxy(tensor)``; this tracer answers it True for a tensor computed from the inputs
+(:func:`convert_fx_proxy`), so the value checks that transformers skips while tracing
+(``if not is_tracing(mask) and torch.all(mask == 1): return None`` in the masks of its state-space and
+hybrid models) do not read values here either. Only that question is answered (``is_tracing()`` with
+no tensor, ``torch.jit.is_tracing()`` and ``torch.compiler.is_compiling()`` stay False: their branches
+are on sizes, which the symbolic guard decides), and only for traced tensors.
 
 The SDPA integration (``transformers.integrations.sdpa_attention.sdpa_attention_forward``) branches
 on the query length: ``is_causal = q_length > 1 and ...`` and, for grouped-query attention with a
@@ -130,28 +142,36 @@ def _skip_holds_for_every_size(call: Call) -> bool:
     return Y.is_sym(sizes[0]) and Y.is_sym(sizes[1]) and Y.size_key(sizes[0]) == Y.size_key(sizes[1])
 
 
+def _built_from_input(mask: Any) -> bool:
+    """Is ``mask`` computed from the inputs, and not proven all ones: transformers' ``is_tracing`` case."""
+    ctx = active_context()
+    return mask is not None and ctx is not None and ctx.is_traced(mask) and not _mask_of_ones(mask)
+
+
 def _check_mask_skip(call: Call) -> str | None:
-    mask = call.arg(0, "padding_mask", None)
-    if call.output and (mask is None or _mask_of_ones(mask)) and not _skip_holds_for_every_size(call):
+    if call.output and not _built_from_input(call.arg(0, "padding_mask", None)) and not _skip_holds_for_every_size(call):
         return (
             "transformers skips the attention mask for the traced sequence lengths, a decision that depends on "
-            "the dynamic sizes; convert with a static sequence length or pass an attention_mask with padding"
-        )
-    if call.output and not _skip_holds_for_every_size(call):
-        return (
-            "transformers skips the attention mask because the traced attention_mask has no padding; the engine "
-            "would then ignore the attention_mask input. Convert with an attention_mask that masks at least one "
-            "position (the engine then applies any mask it is given)"
+            "the dynamic sizes; convert with a static sequence length or pass an attention_mask"
         )
     return None
 
 
 def convert_mask_skip(ctx: ConversionContext, call: Call) -> Any:
-    return None  # the decision "build the mask" holds for every input; the mask ops are converted
+    """False ("build the mask") for a mask computed from the inputs, as transformers answers while
+    tracing; else the traced answer, which the check proved right for every size."""
+    return False if _built_from_input(call.arg(0, "padding_mask", None)) else call.output
+
+
+def convert_fx_proxy(ctx: ConversionContext, call: Call) -> Any:
+    """``is_torch_fx_proxy(t)`` of a tensor computed from the inputs: True, so that transformers'
+    ``is_tracing(t)`` says what it says under torch.fx (see the module docstring)."""
+    return True
 
 
 def _register() -> None:
-    converter(*_SKIP_TARGETS, check=_check_mask_skip)(convert_mask_skip)
+    converter(*_SKIP_TARGETS, check=_check_mask_skip, python_result=True)(convert_mask_skip)
+    converter("transformers.utils.import_utils.is_torch_fx_proxy", python_result=True)(convert_fx_proxy)
 
 
 def _sdpa_general_path(frame: Any, size: Any, op: str, other: Any, traced: bool) -> bool | None:
@@ -228,3 +248,37 @@ def _register_padding_mask() -> None:
 
 
 when_imported("transformers", _register_padding_mask)
+
+
+# ------------------------------------------------------------------ mixture-of-experts: the experts loop
+# transformers' experts classes (``@use_experts_implementation``: Mixtral, Qwen-MoE, DeepSeek, ...) pick
+# their forward with ``ExpertsInterface.get_interface(config._experts_implementation, eager_forward)``.
+# The eager forward loops in Python over the experts hit: ``for expert_idx in expert_hit`` iterates a
+# ``nonzero()`` (a data-dependent count: one network output per expert hit cannot be expressed). While
+# converting, "eager" is answered with transformers' own ``batched_mm_experts_forward``: the same
+# experts on the same tokens with the same routing weights, every token's top-k experts gathered and
+# applied as batched matrix multiplies, without a loop; its outputs sum the top-k contributions in
+# another order than eager's ``index_add_`` (float rounding only). The other implementations
+# (``grouped_mm``, the default, and ``batched_mm``) are kept as chosen.
+_EXPERTS_TARGET = "transformers.integrations.moe.ExpertsInterface.get_interface"
+
+
+def convert_experts_interface(ctx: ConversionContext, call: Call) -> Any:
+    """``get_interface("eager", forward)`` while converting: ``batched_mm_experts_forward`` (above)."""
+    if call.arg(1, "experts_implementation") != "eager":
+        return call.output
+    from transformers.integrations.moe import batched_mm_experts_forward
+
+    return batched_mm_experts_forward
+
+
+def _register_experts() -> None:
+    try:
+        from transformers.integrations import moe
+    except ImportError:  # NOTE: a transformers release without the experts interface: nothing to answer
+        return
+    if hasattr(moe, "batched_mm_experts_forward") and hasattr(moe, "ExpertsInterface"):
+        converter(_EXPERTS_TARGET, constant_inputs=True, python_result=True)(convert_experts_interface)
+
+
+when_imported("transformers", _register_experts)

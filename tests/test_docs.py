@@ -31,6 +31,14 @@ def test_readme_unsupported_example_is_unsupported() -> None:
         assert op not in torch2trt_lite.supported_ops(), f"the README's example {op} is supported"
 
 
+def test_readme_kv_cache_example_is_the_tested_sample() -> None:
+    """The README's decode-step example is ``samples/kv_cache_decode.py``'s README part, verbatim (the sample
+    runs in tests/tools/test_cli.py::test_samples_run and checks the engine against eager PyTorch)."""
+    sample = (ROOT / "samples" / "kv_cache_decode.py").read_text()
+    part = sample.split("# README: KV-cache decode step\n", 1)[1].split("# README: end\n", 1)[0].rstrip("\n")
+    assert f"```python\n{part}\n```" in (ROOT / "README.md").read_text()
+
+
 def test_packaging_has_no_setuptools_warnings(tmp_path: pathlib.Path) -> None:
     """Building the wheel warns about nothing (license as a table, data folders not declared as packages)."""
     out = subprocess.run(

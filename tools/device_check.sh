@@ -15,7 +15,10 @@
 #    them (pip install --no-deps --no-index) unless tensorrt_rtx $RTX_VERSION already imports, then runs
 #    tools/device_rtx.py (timeout $RTX_TIMEOUT, default 420 s; more flags in $RTX_ARGS; the harness
 #    budget in $RTX_HARNESS_BUDGET_S, default 150 s): $OUT/rtx.json + $OUT/rtx.log.
-# STEPS (default: all) picks steps 2-6; the machine description and step 1 always run.
+# 7. refit: refittable and weight-stripped engines on the real backends (after step 6 installed
+#    TensorRT-RTX): pytest -m gpu tests/runtime/test_refit.py (builder flags, Refitter, serialization
+#    without weights), $OUT/refit.log. Not yet run on a GPU (written 2026-12-06 against the manifests).
+# STEPS (default: all) picks steps 2-7; the machine description and step 1 always run.
 # Everything lands under $OUT (default: ./device_check_out); at most 8 files come back from a device
 # call, so with more the logs other than steps.log are merged into all-logs.txt.
 # Exit status: 0 when every step run passed.
@@ -43,7 +46,7 @@ set -uo pipefail
 OUT="${OUT:-$(pwd)/device_check_out}"
 PY="${PYTHON:-python3}"
 REPEATS="${REPEATS:-200}"
-STEPS="${STEPS:-gpu-tests benchmark diag sim rtx}"
+STEPS="${STEPS:-gpu-tests benchmark diag sim rtx refit}"
 RTX_VERSION="${RTX_VERSION:-1.7.1.116}"
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.." || exit 1
@@ -166,6 +169,13 @@ else
   say "TensorRT-RTX step skipped: the wheels are not there or did not install"
   status=1
 fi
+fi
+
+if want refit; then
+step "refit on the real backends (tests/runtime/test_refit.py -m gpu)"
+timeout 240 "$PY" -m pytest -m gpu tests/runtime/test_refit.py -q -rs -p no:cacheprovider --tb=short 2>&1 \
+  | tee "$OUT/refit.log" | tail -30
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 
 # at most 8 files come back from a device call: merge the logs when there are more

@@ -11,13 +11,25 @@ Mutations: bit flips, byte changes, truncations, insertions, and structured muta
 headers (wrong types, huge numbers, deep nesting, removed keys) resealed with valid checksums, so
 that they reach the schema checks instead of stopping at a checksum.
 
-    python tools/fuzz_engine_files.py --count 10000     # 10,000 engine files and 10,000 plans
+State dicts (``TRTModule.state_dict()``: ``engine`` and ``metadata``) are mutated the same way and
+go through ``load_state_dict`` (and, when it loads, one forward): byte mutations of the engine and
+of the metadata, structured JSON mutations of the metadata kept under its old checksum
+(``sd-meta-json``) or resealed (``sd-meta-sealed``), and edits of the structure and dtype fields
+(output dtypes, shapes and names, the output tree's nodes) kept (``sd-field``) or resealed
+(``sd-field-sealed``). A load that runs is ``silent`` when its metadata's inputs and outputs
+(names, dtypes, shapes; -1 fits any size) are not the engine's, or, for a mutant under the old checksum, when the
+output's structure or dtypes differ from the unmutated module's. Resealed mutants carry a valid
+checksum, as an edit on purpose would: their loads that run with another output structure (the
+plan does not record it) are counted apart (``sealed_structure_edits_loaded``).
+
+    python tools/fuzz_engine_files.py --count 10000     # 10,000 engine files, plans and state dicts
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import math
 import multiprocessing as mp
@@ -34,12 +46,12 @@ TIMEOUT_S = 20.0
 
 
 # ----------------------------------------------------------------------------- seed inputs
-def seed_inputs() -> tuple[bytes, bytes, list[tuple[int, ...]]]:
-    """An engine file and a bare plan of a small model with several layer kinds (built in the parent)."""
+@functools.lru_cache(maxsize=1)
+def _seed_module() -> tuple[Any, Any]:
+    """The seed model converted on the sim, and its example input."""
     import torch
 
     import torch2trt_lite
-    from torch2trt_lite.runtime import engine_file
 
     pair = collections.namedtuple("pair", "logits probs")
 
@@ -57,8 +69,43 @@ def seed_inputs() -> tuple[bytes, bytes, list[tuple[int, ...]]]:
 
     torch.manual_seed(0)
     x = torch.randn(1, 3, 8, 8)
-    t = torch2trt_lite.convert(Net().eval(), [x], backend="sim")
+    return torch2trt_lite.convert(Net().eval(), [x], backend="sim"), x
+
+
+def seed_inputs() -> tuple[bytes, bytes, list[tuple[int, ...]]]:
+    """An engine file and a bare plan of a small model with several layer kinds (built in the parent)."""
+    from torch2trt_lite.runtime import engine_file
+
+    t, x = _seed_module()
     return engine_file.pack(t.metadata, t.plan), bytes(t.plan), [tuple(x.shape)]
+
+
+def signature(obj: Any) -> Any:
+    """The structure of a module's output: container types (namedtuple fields), keys, and each
+    tensor's dtype and shape."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return ["tensor", str(obj.dtype), list(obj.shape)]
+    if isinstance(obj, dict):
+        return ["dict", type(obj).__name__, [[k, signature(v)] for k, v in obj.items()]]
+    if isinstance(obj, (tuple, list)):
+        return [type(obj).__name__, list(getattr(type(obj), "_fields", ()) or ()), [signature(v) for v in obj]]
+    return ["const", repr(obj)]
+
+
+def seed_state_dict() -> tuple[bytes, bytes, dict[str, Any]]:
+    """The seed module's state dict entries (engine, metadata) and what a load must agree with:
+    the engine's inputs and outputs (names, dtypes, shapes), the output tree and the output's signature."""
+    import torch
+
+    t, x = _seed_module()
+    sd = t.state_dict()
+    with torch.no_grad():
+        sig = signature(t(x))
+    io = {k: [{f: o[f] for f in ("name", "dtype", "shape")} for o in t.metadata[k]] for k in ("inputs", "outputs")}
+    ref = {"io": io, "out_tree": t.metadata["out_tree"], "signature": sig}
+    return bytes(sd["engine"].numpy().tobytes()), bytes(sd["metadata"].numpy().tobytes()), ref
 
 
 # ------------------------------------------------------------------------------- mutations
@@ -205,6 +252,75 @@ def mutated_engines(data: bytes, count: int, seed: int) -> list[tuple[str, bytes
     return out
 
 
+_DTYPE_NAMES = ("float32", "float16", "bfloat16", "int8", "int32", "int64", "bool", "uint8")
+
+
+def _edit_field(m: dict[str, Any], rng: random.Random) -> None:
+    """One edit of a structure or dtype field of TRTModule metadata (in place)."""
+    outs, ins = m["outputs"], m["inputs"]
+    nodes = [p for p in _paths(m["out_tree"]) if isinstance(_get(m["out_tree"], p), dict)]
+    r = rng.randrange(9)
+    if r == 0:
+        rng.choice(outs)["dtype"] = rng.choice(_DTYPE_NAMES)
+    elif r == 1:
+        rng.choice(ins)["dtype"] = rng.choice(_DTYPE_NAMES)
+    elif r == 2:
+        o = rng.choice(outs)
+        o["shape"] = [d + rng.choice((-1, 1)) for d in o["shape"]] if o["shape"] and rng.random() < 0.5 else [*o["shape"], 1]
+    elif r == 3 and len(outs) > 1:
+        a, b = rng.sample(range(len(outs)), 2)
+        outs[a]["name"], outs[b]["name"] = outs[b]["name"], outs[a]["name"]
+    elif r == 4:
+        leaves = [_get(m["out_tree"], p) for p in nodes if "t" in _get(m["out_tree"], p)]
+        if len(leaves) > 1:
+            a, b = rng.sample(leaves, 2)
+            a["t"], b["t"] = b["t"], a["t"]
+    else:
+        node = _get(m["out_tree"], rng.choice(nodes))
+        kind = next((k for k in ("tuple", "list", "dict") if k in node), None)
+        if kind is None:
+            node["t" if "t" in node else "c"] = rng.choice((0, 1, len(outs) - 1, len(outs), -1, None, "x"))
+        elif r == 5 and kind in ("tuple", "list"):
+            node["list" if kind == "tuple" else "tuple"] = node.pop(kind)
+        elif r == 6 and node[kind]:
+            node[kind].pop(rng.randrange(len(node[kind])))  # a node with one child fewer
+        elif r == 7 and node[kind]:
+            node[kind].append(json.loads(json.dumps(rng.choice(node[kind]))))  # one more
+        else:
+            node["return_type"] = rng.choice(("max", "sort", "topk", "Nope"))
+
+
+def mutated_state_dicts(engine: bytes, meta: bytes, count: int, seed: int) -> list[tuple[str, Any]]:
+    """``count`` mutated state dicts, as (kind, (engine bytes, metadata bytes))."""
+    from torch2trt_lite.errors import EngineFileError
+    from torch2trt_lite.runtime import state
+
+    doc = json.loads(meta)
+    rng = random.Random(seed + 2)
+    out: list[tuple[str, Any]] = []
+    for k in range(count):
+        r = k % 8
+        try:
+            if r == 0:
+                out.append(("sd-engine-bytes", (_bytes_mutation(engine, rng, 64), meta)))
+            elif r < 3:
+                out.append(("sd-meta-bytes", (engine, _bytes_mutation(meta, rng, len(meta)))))
+            elif r == 3:
+                out.append(("sd-meta-json", (engine, json.dumps(mutate_json(doc, rng)).encode())))
+            elif r == 4:
+                out.append(("sd-meta-sealed", (engine, json.dumps(state.sealed_meta(mutate_json(doc, rng))).encode())))
+            else:
+                m = json.loads(meta)
+                for _ in range(rng.choice((1, 1, 2))):
+                    _edit_field(m, rng)
+                sealed = r >= 6
+                body = state.sealed_meta(m) if sealed else m
+                out.append(("sd-field-sealed" if sealed else "sd-field", (engine, json.dumps(body).encode())))
+        except (ValueError, RecursionError, TypeError, EngineFileError):  # NOTE: a mutation JSON cannot write
+            out.append(("sd-meta-bytes", (engine, _bytes_mutation(meta, rng, len(meta)))))
+    return out
+
+
 def header_bit_flips(data: bytes) -> list[tuple[str, bytes]]:
     from torch2trt_lite.runtime import engine_file
 
@@ -232,8 +348,39 @@ def _worker_init() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def run_case(kind: str, data: bytes, shapes: list[tuple[int, ...]], tmpdir: str) -> str:
-    """'ok', 'refused' or 'foreign:<type>: message' for one mutated input."""
+def _state_dict_case(kind: str, data: tuple[bytes, bytes], shapes: list[tuple[int, ...]], ref: dict[str, Any]) -> str:
+    """Load a mutated state dict into a fresh TRTModule and run it: 'ok', or 'silent:<what>' when it
+    runs as another engine than its plan (see the module docstring); refusals raise."""
+    import torch
+
+    import torch2trt_lite
+
+    sd = {"engine": torch.frombuffer(bytearray(data[0]), dtype=torch.uint8),
+          "metadata": torch.frombuffer(bytearray(data[1]), dtype=torch.uint8)}
+    m = torch2trt_lite.TRTModule()
+    m.load_state_dict(sd)
+    with torch.no_grad():
+        out = m(*[torch.ones(s) for s in shapes])
+    meta = m.metadata
+    io = {k: [{f: o[f] for f in ("name", "dtype", "shape")} for o in meta[k]] for k in ("inputs", "outputs")}
+    for k in ("inputs", "outputs"):
+        mine = {o["name"]: o for o in io[k]}
+        theirs = {o["name"]: o for o in ref["io"][k]}
+        if sorted(mine) != sorted(theirs) or any(
+            mine[n]["dtype"] != o["dtype"] or len(mine[n]["shape"]) != len(o["shape"])
+            or any(a not in (b, -1) for a, b in zip(mine[n]["shape"], o["shape"], strict=True))
+            for n, o in theirs.items()
+        ):  # NOTE: -1 (dynamic: the engine gives the size at run time) fits any size the engine declares
+            return "silent:io"  # a tensor of the engine described with another dtype or shape, or one missing
+    # NOTE: outputs in another order are another output structure (as a reordered tree is)
+    if io != ref["io"] or signature(out) != ref["signature"] or meta["out_tree"] != ref["out_tree"]:
+        return "sealed-structure" if kind.endswith("sealed") else "silent:structure"
+    return "ok"
+
+
+def run_case(kind: str, data: Any, shapes: list[tuple[int, ...]], tmpdir: str, ref: dict[str, Any] | None = None) -> str:
+    """'ok', 'refused', 'silent:<what>' (state dicts), 'sealed-structure' or 'foreign:<type>: message'
+    for one mutated input."""
     import torch
 
     import torch2trt_lite
@@ -241,6 +388,8 @@ def run_case(kind: str, data: bytes, shapes: list[tuple[int, ...]], tmpdir: str)
     from torch2trt_lite.errors import Torch2TRTError
 
     try:
+        if kind.startswith("sd-"):
+            return _state_dict_case(kind, data, shapes, ref or {})
         if kind.startswith("plan"):
             class Quiet(sim.ILogger):  # NOTE: the reasons are not printed (thousands of them)
                 def log(self, severity: Any, msg: str) -> None:
@@ -286,7 +435,7 @@ def run_case(kind: str, data: bytes, shapes: list[tuple[int, ...]], tmpdir: str)
         return f"foreign:{type(e).__name__}: {str(e)[:200]}"
 
 
-def _serve(conn: Any, shapes: list[tuple[int, ...]]) -> None:
+def _serve(conn: Any, shapes: list[tuple[int, ...]], ref: dict[str, Any] | None) -> None:
     _worker_init()
     tmpdir = tempfile.mkdtemp(prefix="t2tl-fuzz-")
     while True:
@@ -294,13 +443,13 @@ def _serve(conn: Any, shapes: list[tuple[int, ...]]) -> None:
         if task is None:
             return
         kind, data = task
-        conn.send(run_case(kind, data, shapes, tmpdir))
+        conn.send(run_case(kind, data, shapes, tmpdir, ref))
 
 
 class _Worker:
-    def __init__(self, ctx: Any, shapes: list[tuple[int, ...]]) -> None:
+    def __init__(self, ctx: Any, shapes: list[tuple[int, ...]], ref: dict[str, Any] | None = None) -> None:
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, shapes), daemon=True)
+        self.proc = ctx.Process(target=_serve, args=(child, shapes, ref), daemon=True)
         self.proc.start()
         child.close()
         self.task: tuple[str, bytes] | None = None
@@ -317,14 +466,16 @@ class _Worker:
             self.proc.join()
 
 
-def run_all(cases: list[tuple[str, bytes]], shapes: list[tuple[int, ...]], workers: int = 2,
-            timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
-    """Run ``cases`` on ``workers`` processes; the figures: outcomes, crashes, hangs, foreign errors."""
+def run_all(cases: list[tuple[str, Any]], shapes: list[tuple[int, ...]], workers: int = 2,
+            timeout_s: float = TIMEOUT_S, ref: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run ``cases`` on ``workers`` processes; the figures: outcomes, crashes, hangs, foreign errors,
+    silent loads of state dicts."""
     ctx = mp.get_context("spawn")
-    pool = [_Worker(ctx, shapes) for _ in range(workers)]
+    pool = [_Worker(ctx, shapes, ref) for _ in range(workers)]
     todo = list(reversed(cases))
     stats: dict[str, Any] = {"cases": len(cases), "ok": 0, "refused": 0, "crashes": [], "hangs": [], "foreign": collections.Counter(),
-                             "foreign_examples": {}, "by_kind": collections.Counter(), "refused_header_bits": 0, "header_bits": 0}
+                             "foreign_examples": {}, "by_kind": collections.Counter(), "refused_header_bits": 0, "header_bits": 0,
+                             "silent": collections.Counter(), "sealed_structure_edits_loaded": 0}
     t0 = time.perf_counter()
     from multiprocessing.connection import wait
 
@@ -362,6 +513,12 @@ def run_all(cases: list[tuple[str, bytes]], shapes: list[tuple[int, ...]], worke
                         stats["refused_header_bits"] += result == "refused"
                     if result in ("ok", "refused"):
                         stats[result] += 1
+                    elif result == "sealed-structure":
+                        stats["ok"] += 1
+                        stats["sealed_structure_edits_loaded"] += 1
+                    elif result.startswith("silent:"):
+                        stats["ok"] += 1
+                        stats["silent"][f"{kind}:{result[len('silent:'):]}"] += 1
                     else:
                         name = result.split(":")[1]
                         stats["foreign"][name] += 1
@@ -370,7 +527,7 @@ def run_all(cases: list[tuple[str, bytes]], shapes: list[tuple[int, ...]], worke
                     continue
                 w.task = None  # crashed or hung: a fresh worker takes its place
                 w.stop()
-                pool[k] = _Worker(ctx, shapes)
+                pool[k] = _Worker(ctx, shapes, ref)
     finally:
         for w in pool:
             w.stop()
@@ -378,22 +535,32 @@ def run_all(cases: list[tuple[str, bytes]], shapes: list[tuple[int, ...]], worke
     return stats
 
 
-def fuzz(count: int, seed: int = 0, workers: int = 2, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
+def fuzz(count: int, seed: int = 0, workers: int = 2, timeout_s: float = TIMEOUT_S,
+         state_dicts: int | None = None, files: bool = True) -> dict[str, Any]:
+    """``count`` mutated engine files and as many plans (with every header bit flip) where ``files``,
+    and ``state_dicts`` mutated state dicts (default: ``count``)."""
+    cases: list[tuple[str, Any]] = []
     engine, plan, shapes = seed_inputs()
-    cases = header_bit_flips(engine) + mutated_engines(engine, count, seed) + mutated_plans(plan, count, seed)
-    return run_all(cases, shapes, workers, timeout_s)
+    if files:
+        cases += header_bit_flips(engine) + mutated_engines(engine, count, seed) + mutated_plans(plan, count, seed)
+    sd_engine, sd_meta, ref = seed_state_dict()
+    cases += mutated_state_dicts(sd_engine, sd_meta, count if state_dicts is None else state_dicts, seed)
+    return run_all(cases, shapes, workers, timeout_s, ref)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--count", type=int, default=2000, help="mutated engine files, and as many mutated plans")
+    p.add_argument("--state-dicts", type=int, default=None, help="mutated state dicts (default: --count)")
+    p.add_argument("--only-state-dicts", action="store_true", help="no engine files or plans")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per case")
     args = p.parse_args(argv)
-    stats = fuzz(args.count, args.seed, args.workers, args.timeout)
+    stats = fuzz(args.count, args.seed, args.workers, args.timeout, args.state_dicts, not args.only_state_dicts)
     print(json.dumps({k: (dict(v) if isinstance(v, collections.Counter) else v) for k, v in stats.items()}, indent=1))
-    bad = stats["crashes"] or stats["hangs"] or stats["foreign"] or stats["refused_header_bits"] != stats["header_bits"]
+    bad = (stats["crashes"] or stats["hangs"] or stats["foreign"] or stats["silent"]
+           or stats["refused_header_bits"] != stats["header_bits"])
     return 1 if bad else 0
 
 

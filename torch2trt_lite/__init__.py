@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from torch2trt_lite.compile import compile_backend, compile_report
 from torch2trt_lite.runtime.module import TRTModule
 from torch2trt_lite.tools.bench import BenchResult, bench
 from torch2trt_lite.tools.compare import CompareReport, compare
@@ -21,6 +22,7 @@ from .errors import (
     BuildError,
     ConversionError,
     EngineFileError,
+    EngineRefitError,
     InternalError,
     NetworkDefinitionError,
     PluginError,
@@ -41,6 +43,7 @@ __all__ = [
     "ConversionContext",
     "ConversionError",
     "EngineFileError",
+    "EngineRefitError",
     "Input",
     "InternalError",
     "NetworkDefinition",
@@ -54,6 +57,8 @@ __all__ = [
     "bench",
     "check",
     "compare",
+    "compile_backend",
+    "compile_report",
     "convert",
     "converter",
     "define_network",

@@ -67,6 +67,7 @@ def convert(
     precision: str | torch.dtype = "fp32", fp16_mode: bool = False,
     precision_overrides: Mapping[Any, Any] | None = None, io_dtype: str | torch.dtype | None = None,
     int8_mode: bool = False, int8_calib_dataset: Any = None, int8_calib_algorithm: Any = None,
+    truncate_double: bool | None = None, refittable: bool = False, strip_weights: bool = False,
 ) -> TRTModule:
     """Convert ``model`` by running ``model(*inputs)`` once, and return a :class:`TRTModule`.
 
@@ -107,6 +108,20 @@ def convert(
     ``int8_calib_dataset`` (batches; default: the examples) with ``int8_calib_algorithm``
     (``"entropy"``, ``"max"``, ``"percentile"``, ``"mse"`` or a TensorRT ``CalibrationAlgoType``); a
     model with no convolution or linear layer to quantize converts in float precision, with a warning.
+
+    ``truncate_double`` (:mod:`torch2trt_lite.trace.double`): TensorRT has no float64, so float64
+    intermediates are computed in float32 (None, the default: with one warning naming the ops; True:
+    silently, and a float64 output comes back as float32; False: refused). A float64 output is refused
+    unless ``truncate_double=True``.
+
+    Refit (:mod:`torch2trt_lite.runtime.refit`): ``refittable=True`` builds an engine whose weights
+    ``TRTModule.refit(model_or_state_dict)`` replaces without a rebuild. Every weight computed from the
+    parameters and buffers (batch norm folded into a convolution, packed q/k/v projections, fp16 copies,
+    ``self.w.t()`` in ``forward``) is named after its parameter path and recomputed from the new ones;
+    one that cannot be is refused here (the model is traced twice: see :mod:`torch2trt_lite.build.refit`).
+    ``strip_weights=True`` builds a plan without those weights (``BuilderFlag.STRIP_PLAN``): alone, it
+    may only be refitted with the weights it was built with (``REFIT_IDENTICAL``); with
+    ``refittable=True`` with any. TensorRT-RTX without a GPU refuses both.
     """
     t0 = time.perf_counter()
     check_model(model)
@@ -117,6 +132,7 @@ def convert(
         dynamic_batch=dynamic_batch, profiles=profiles, verify=verify, precision=precision,
         fp16_mode=fp16_mode, precision_overrides=precision_overrides, io_dtype=io_dtype, int8_mode=int8_mode,
         int8_calib_dataset=int8_calib_dataset, int8_calib_algorithm=int8_calib_algorithm,
+        truncate_double=truncate_double, refittable=bool(refittable), strip_weights=bool(strip_weights),
     )
     model = int8_model(model, inputs, int8_mode, int8_calib_dataset, int8_calib_algorithm)
     setup = prepare(model, inputs, options)  # inputs, ranges, precision, names, workspace
@@ -141,9 +157,10 @@ def convert(
     return module
 
 
-def load(path: str | os.PathLike[str], *, cuda_graph: bool = False) -> TRTModule:
-    """Load an engine file written by ``TRTModule.save`` (``cuda_graph``: see :func:`convert`)."""
-    return TRTModule.load(path, cuda_graph=cuda_graph)
+def load(path: str | os.PathLike[str], *, cuda_graph: bool = False, weights: Any = None) -> TRTModule:
+    """Load an engine file written by ``TRTModule.save`` (``cuda_graph``: see :func:`convert`);
+    ``weights`` (a model or a state dict) refits it at load: required for a file saved without weights."""
+    return TRTModule.load(path, cuda_graph=cuda_graph, weights=weights)
 
 
 def check(
@@ -154,6 +171,7 @@ def check(
     dynamic_batch: tuple[int, int] | None = None,
     profiles: Sequence[Sequence[Any]] | None = None,
     input_names: Sequence[str] | None = None,
+    truncate_double: bool | None = None,
 ) -> CheckReport:
     """Run ``model`` once under the tracer without building anything; report unsupported calls.
 
@@ -162,12 +180,14 @@ def check(
     with symbolic sizes, and the report also lists, without stopping at the first, every call whose
     converter refuses a dynamic size and every comparison, ``len()`` or float of a dynamic size that
     the range does not decide (:class:`torch2trt_lite.trace.symbolic.DynamicSizeGuardError` in ``convert``),
-    each with the op, module path, location and reason (``CheckReport.dynamic`` holds these)."""
+    each with the op, module path, location and reason (``CheckReport.dynamic`` holds these).
+    ``truncate_double`` is ``convert``'s: ``CheckReport.truncated`` lists the ops whose float64 results
+    would be computed in float32, and a float64 output is listed as unsupported unless it is True."""
     check_model(model)
     inputs, in_tree, input_names = structure(inputs, input_names)
     res = _shapes.resolve(as_inputs(inputs, allow_ranges=True), max_batch_size=max_batch_size,
                           dynamic_batch=dynamic_batch, profiles=profiles)
-    return check_traced(model, res, in_tree, input_names)
+    return check_traced(model, res, in_tree, input_names, truncate_double)
 
 
 __all__ = ["Backend", "CheckReport", "NetworkDefinition", "check", "convert", "define_network", "load"]

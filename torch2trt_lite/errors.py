@@ -57,6 +57,11 @@ class EngineStateError(EngineFileError, RuntimeError):
     """``TRTModule.load_state_dict`` refused a state dict (a RuntimeError too, as torch's own errors are)."""
 
 
+class EngineRefitError(Torch2TRTError):
+    """A refit (``TRTModule.refit``, ``load(path, weights=...)``) or a refittable / weight-stripped
+    engine was refused: weights that do not fit the engine, an engine that is not refittable."""
+
+
 class RuntimeExecutionError(Torch2TRTError):
     """Running an engine failed: bad inputs, shapes outside the profile, or an execution error."""
 
@@ -80,6 +85,7 @@ __all__ = [
     "ConverterRefusal",
     "DynamicSizeGuardError",
     "EngineFileError",
+    "EngineRefitError",
     "EngineStateError",
     "FrozenValueError",
     "InternalError",

@@ -232,11 +232,13 @@ def _mha_mask(ctx: ConversionContext, attn_mask: Any | None, key_padding_mask: A
     mask gives -inf where True), as torch merges them."""
     n, h, length, s = dims
     masks = []
+    # NOTE: [L, S] / [N, S] / [S] masks gain their size-1 dims by unsqueeze (valid for dynamic sizes too)
     if attn_mask is not None:
-        masks.append(reshape(ctx, attn_mask, (n, h, length, s) if rank(attn_mask) == 3 else (1, 1, length, s)))
+        masks.append(reshape(ctx, attn_mask, (n, h, length, s)) if rank(attn_mask) == 3 else
+                     unsqueeze(ctx, attn_mask, [0, 1]))
     if key_padding_mask is not None:
         kpm = key_padding_mask
-        masks.append(reshape(ctx, kpm, (n, 1, 1, s) if rank(kpm) == 2 else (1, 1, 1, s)))
+        masks.append(unsqueeze(ctx, kpm, [1, 2]) if rank(kpm) == 2 else unsqueeze(ctx, kpm, [0, 1, 2]))
     if not masks:
         return None
     is_bool = [int(m.dtype) == int(ctx.trt.DataType.BOOL) for m in masks]
@@ -248,9 +250,57 @@ def _mha_mask(ctx: ConversionContext, attn_mask: Any | None, key_padding_mask: A
     return floats[0] if len(floats) == 1 else ew(ctx, floats[0], floats[1], "SUM")
 
 
+def _pad_keys(ctx: ConversionContext, mask: Any | None, extra: int) -> Any | None:
+    """A mask with ``extra`` unmasked key positions appended (False, or 0.0 for a float mask)."""
+    if mask is None or not extra:
+        return mask
+    from .resize import pad
+
+    if int(mask.dtype) == int(ctx.trt.DataType.BOOL):
+        return ctx.cast(pad(ctx, ctx.cast(mask, torch.int32), [0, extra], "constant", 0, torch.int32), torch.bool)
+    return pad(ctx, mask, [0, extra], "constant", 0.0, ctx.dtype_of(mask))
+
+
+def _extra_keys(ctx: ConversionContext, m: Any, k: Any, v: Any, dtype: torch.dtype) -> tuple[Any, Any, int]:
+    """``bias_k``/``bias_v`` ([1, 1, E]: one more key and value position), ``static_k``/``static_v``
+    (network tensors [N * H, S, D] that replace the projected keys and values) and ``add_zero_attn``
+    (one more zero key and value position) on [N, H, S, D] keys and values, in torch's order: (k, v,
+    the number of key positions appended, which the masks get as unmasked columns)."""
+    from .shape import concat, expand
+    from .shape import reshape as reshape_sized
+
+    n, h, _, d = Y.network_sizes(ctx, k)
+    extra = 0
+    bias_k, bias_v = getattr(m, "bias_k", None), getattr(m, "bias_v", None)
+    if bias_k is not None and bias_v is not None:
+        rows = [expand(ctx, const(ctx, b.detach().reshape(1, h, 1, d), dtype), [n, h, 1, d]) for b in (bias_k, bias_v)]
+        k, v = concat(ctx, [k, rows[0]], 2), concat(ctx, [v, rows[1]], 2)
+        extra += 1
+    static_k, static_v = getattr(m, "static_k", None), getattr(m, "static_v", None)
+    if static_k is not None:
+        k = reshape_sized(ctx, static_k, (n, h, -1, d))
+    if static_v is not None:
+        v = reshape_sized(ctx, static_v, (n, h, -1, d))
+    if getattr(m, "add_zero_attn", False):
+        zero = expand(ctx, const(ctx, torch.zeros(1, h, 1, d), dtype), [n, h, 1, d])
+        k, v = concat(ctx, [k, zero], 2), concat(ctx, [v, zero], 2)
+        extra += 1
+    return k, v, extra
+
+
+def causal_mask(ctx: ConversionContext, length: Any, keys: Any) -> Any:
+    """[length, keys] bool, True above the diagonal (the positions a causal query row may not see);
+    sizes may be dynamic (then the positions come from IFillLayer LINSPACE)."""
+    rows = Y.arange(ctx, length, 2, 0, torch.int64) if Y.is_sym(length) else const(
+        ctx, torch.arange(int(length)).reshape(-1, 1), torch.int64)
+    cols = Y.arange(ctx, keys, 2, 1, torch.int64) if Y.is_sym(keys) else const(
+        ctx, torch.arange(int(keys)).reshape(1, -1), torch.int64)
+    return ew(ctx, cols, rows, "GREATER")
+
+
 def multi_head_attention(
     ctx: ConversionContext,
-    m: torch.nn.MultiheadAttention,
+    m: Any,
     query: Any,
     key: Any,
     value: Any,
@@ -264,7 +314,9 @@ def multi_head_attention(
     self_attention: bool = False,
 ) -> tuple[Any, Any | None]:
     """``nn.MultiheadAttention`` in inference; inputs as given (time-major unless ``batch_first``).
-    ``self_attention``: query, key and value are one tensor (only ``query`` is read then)."""
+    ``self_attention``: query, key and value are one tensor (only ``query`` is read then). ``m`` is the
+    module, or an object with its attributes (``F.multi_head_attention_forward``'s arguments, whose
+    ``static_k``/``static_v`` are network tensors)."""
     if self_attention:
         key = value = query = unsqueeze(ctx, query, [1]) if unbatched else query
         if unbatched:
@@ -303,6 +355,9 @@ def multi_head_attention(
         q = _heads(ctx, linear(ctx, query, w(wq.detach() * sc), w(bq)), h)
         k = _heads(ctx, linear(ctx, key, w(wk), w(bk)), h)
         v = _heads(ctx, linear(ctx, value, w(wv), w(bv)), h)
+    k, v, extra = _extra_keys(ctx, m, k, v, dtype)
+    if extra and not getattr(m, "mask_covers_extra_keys", False):
+        attn_mask, key_padding_mask = _pad_keys(ctx, attn_mask, extra), _pad_keys(ctx, key_padding_mask, extra)
     n, _, length, _ = tuple(q.shape)
     s = tuple(k.shape)[2]
     attn = None

@@ -181,4 +181,12 @@ def is_traced(t: Any) -> bool:
 
 
 def float_dtype(dtype: torch.dtype) -> bool:
-    return dtype in (torch.float32, torch.float16, torch.bfloat16)
+    """A floating type the network computes in: float64 too where the conversion computes it in
+    float32 (``truncate_double``, torch2trt_lite/trace/double.py)."""
+    return dtype in (torch.float32, torch.float16, torch.bfloat16) or (dtype == torch.float64 and float64_allowed())
+
+
+def float64_allowed() -> bool:
+    """Does the running conversion compute float64 in float32 (``truncate_double`` not False)?"""
+    ctx = active_context()
+    return ctx is not None and ctx.float64.allowed

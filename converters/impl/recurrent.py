@@ -181,3 +181,11 @@ def recurrent(
         out = permute(ctx, out, (1, 0, 2))
     assert rank(out) in (2, 3)
     return out, h_n, c_n
+
+
+def cell(ctx: ConversionContext, mode: str, x: Any, h: Any, c: Any | None, w: CellWeights, nonlinearity: str,
+         dtype: torch.dtype) -> tuple[Any, Any | None]:
+    """One step of ``torch.lstm_cell`` / ``gru_cell`` / ``rnn_tanh_cell`` / ``rnn_relu_cell`` on batched
+    ``x`` [N, I] and states [N, H] (the cell arithmetic of the loops above): (h', c' or None)."""
+    xg = linear(ctx, x, const(ctx, w.w_ih, dtype), None if w.b_ih is None else const(ctx, w.b_ih, dtype))
+    return _cell(ctx, mode, xg, h, c, w, int(w.w_hh.shape[1]), nonlinearity, dtype)

@@ -215,3 +215,65 @@ def cumprod(ctx: ConversionContext, it: Any, dim: int) -> Any:
     zeros_seen = E.ew(ctx, cumsum(ctx, ctx.cast(is_zero, work), dim), E.scalar(ctx, 0.5, work), "GREATER")
     out = E.select(ctx, zeros_seen, zero, signed)
     return ctx.cast(out, dt)
+
+
+def _shifted(ctx: ConversionContext, y: Any, axis: int, step: int, fill: Any) -> Any:
+    """``y`` moved ``step`` places up ``axis``, ``fill`` (a 0-D tensor of y's dtype) shifted in."""
+    n = len(tuple(y.shape))
+    start = [0] * n
+    start[axis] = -step
+    layer = ctx.network.add_slice(y, tuple(start), tuple(max(d, 1) for d in y.shape), (1,) * n)
+    if any(d < 0 for d in tuple(y.shape)):
+        layer.set_input(2, S.shape_of(ctx, y))
+    layer.mode = ctx.trt.SampleMode.FILL
+    layer.set_input(4, fill)
+    return layer.get_output(0)
+
+
+def cum_extreme(ctx: ConversionContext, it: Any, axis: int, largest: bool) -> tuple[Any, Any]:
+    """``cummax`` / ``cummin`` along ``axis`` (static, or dynamic with a finite largest size): (values,
+    int64 indices). Torch's rule, element by
+    element: a later element takes over the running extreme when it is ``>=`` (cummax) or ``<=``
+    (cummin) the extreme (so of ties the last index wins) or when it is NaN; a NaN extreme gives way
+    only to a later NaN. That rule is associative on (value, index) pairs, so it runs as a log-step
+    scan: each pair combined with the pair ``1, 2, 4, ..`` places earlier (an identity, the dtype's
+    lowest or highest value, shifted in)."""
+    dt = E.dtype_of(ctx, it)
+    sizes = list(Y.network_sizes(ctx, it))
+    n, length = len(sizes), sizes[axis]
+    longest = Y.bounds(length)[1]  # a dynamic axis: as many steps as its largest size needs
+    if Y.is_sym(length):
+        pos = Y.arange(ctx, length, n, axis, torch.int64)
+    else:
+        pos = ctx.constant(torch.arange(length).reshape([length if i == axis else 1 for i in range(n)]))
+    idx = S.expand(ctx, pos, sizes)
+    floating = dt.is_floating_point
+    lowest = float("-inf") if floating else int(torch.iinfo(dt).min)
+    highest = float("inf") if floating else int(torch.iinfo(dt).max)
+    fill_v, fill_i = E.scalar(ctx, lowest if largest else highest, dt), E.scalar(ctx, 0, torch.int64)
+    v, i, step = it, idx, 1
+    while step < longest:
+        pv, pi = _shifted(ctx, v, axis, step, fill_v), _shifted(ctx, i, axis, step, fill_i)
+        later = E.compare(ctx, v, pv, "ge" if largest else "le")
+        if floating:
+            pv_nan = E.unary(ctx, pv, "ISNAN")
+            later = E.ew(ctx, E.unary(ctx, v, "ISNAN"), E.ew(ctx, E.unary(ctx, pv_nan, "NOT"), later, "AND"), "OR")
+        v, i = E.select(ctx, later, v, pv), E.select(ctx, later, i, pi)
+        step *= 2
+    if longest <= 1:
+        v = ctx.network.add_identity(it).get_output(0)
+    return v, i
+
+
+def isin(ctx: ConversionContext, x: Any, test: Any, invert: bool) -> Any:
+    """``torch.isin(x, test)``: ``x`` compared with every element of ``test`` (flattened to [M]) on a
+    new last dim, then any-of over it (NaN equals nothing, as in torch)."""
+    if 0 in tuple(test.shape):  # nothing is in an empty set: False everywhere (b AND NOT b)
+        b = E.to_bool(ctx, x)
+        none = E.ew(ctx, b, E.unary(ctx, b, "NOT"), "AND")
+        return E.unary(ctx, none, "NOT") if invert else none
+    t = S.flatten(ctx, test, 0, -1) if len(tuple(test.shape)) else S.reshape(ctx, test, (1,))
+    eq = E.compare(ctx, S.unsqueeze(ctx, x, -1), t, "eq")
+    # NOTE: "> 0", not a cast to bool: an empty ``test`` reduces to INT_MIN (nothing is in it)
+    hit = E.compare(ctx, reduce(ctx, ctx.cast(eq, torch.int32), "MAX", [len(tuple(x.shape))], False), 0, "gt")
+    return E.unary(ctx, hit, "NOT") if invert else hit

@@ -118,7 +118,8 @@ def _linspace(n: int, align_corners: bool) -> torch.Tensor:
 
 def affine_grid(ctx: ConversionContext, theta: Any, size: Sequence[int], align_corners: bool,
                 dtype: torch.dtype) -> Any:
-    """torch's ``F.affine_grid``: a constant base grid [1, S, k+1] times ``theta`` transposed."""
+    """torch's ``F.affine_grid``: a constant base grid [1, S, k+1] times ``theta`` transposed (``size[0]``
+    -1: theta's batch, a dynamic one)."""
     n, spatial = int(size[0]), [int(s) for s in size[2:]]
     axes = [_linspace(s, align_corners) for s in reversed(spatial)]  # x, y(, z)
     mesh = torch.meshgrid(*reversed(axes), indexing="ij")  # in spatial order (d, h, w)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from torch2trt_lite.errors import ConversionError
+from torch2trt_lite.errors import ConversionError, ConverterRefusal
 
 from . import sizes as Y
 
@@ -360,6 +360,42 @@ def _expand_dynamic(ctx: ConversionContext, it: Any, target: list[Any]) -> Any:
     return layer.get_output(0)
 
 
+def expand_args(ctx: ConversionContext, it: Any, sizes: Sequence[Any], src: Sequence[Any]) -> tuple[Any, list[Any]]:
+    """``x.expand(*sizes)`` where ``it`` is ``x``'s network tensor and ``src`` its sizes (dynamic ones
+    included): the output and its sizes. -1 keeps a dim. A dynamic dim expanded to a static size ``t``
+    is 1 or ``t`` in PyTorch (else it raises): it repeats where it is 1 and is copied where it is ``t``,
+    a slice whose stride on that dim is computed at run time, ``(size - 1) // (t - 1)``; a range that
+    holds other sizes is refused (the engine would accept calls PyTorch refuses)."""
+    lead = len(sizes) - len(src)
+    target = [src[i - lead] if (not Y.is_sym(d) and d == -1) else d for i, d in enumerate(sizes)]
+    runtime = [i for i in range(lead, len(target)) if Y.is_sym(src[i - lead]) and not Y.is_sym(target[i])]
+    if not runtime:
+        return expand(ctx, it, target), target
+    for i in runtime:
+        s, t = src[i - lead], int(target[i])
+        lo, hi = Y.bounds(s)
+        if not (lo in (1, t) and hi in (1, t) and hi - lo <= 1):
+            raise ConverterRefusal(
+                f"expand of dim {i - lead} (size {s.describe()}, {Y.range_text(s)}) to {t}: PyTorch accepts only a "
+                f"size of 1 or {t} there and raises for the others, which the engine would accept; convert with "
+                f"a range of that dim that holds only 1 and {t}"
+            )
+    it = _unsqueeze_front(ctx, it, len(target))
+    in_shape = tuple(it.shape)
+    strides = [
+        (src[i - lead] - 1) // (int(d) - 1) if i in runtime and int(d) > 1
+        else 0 if in_shape[i] == 1 and not (not Y.is_sym(d) and d == 1) else 1
+        for i, d in enumerate(target)
+    ]
+    spec = [_as_copy(ctx, it, d, pos) for pos, d in enumerate(target)]
+    n = len(target)
+    layer = ctx.network.add_slice(it, (0,) * n, tuple(1 if Y.is_sym(d) else int(d) for d in target), (1,) * n)
+    if Y.has_sym(target):
+        layer.set_input(2, dims_tensor(ctx, it, spec))
+    layer.set_input(3, Y.shape_tensor(ctx, strides))
+    return layer.get_output(0), target
+
+
 def reshaped(total: Any, dims: Sequence[Any]) -> list[Any]:
     """``dims`` (ints, sizes, at most one -1) with the -1 as ``total`` over the others' product."""
     known: Any = 1
@@ -399,6 +435,6 @@ def _unsqueeze_front(ctx: ConversionContext, it: Any, n: int) -> Any:
 
 
 __all__ = [
-    "Copy", "concat", "dims_tensor", "expand", "flatten", "norm_dim", "norm_dims", "permute", "rank", "record_flatten",
+    "Copy", "concat", "dims_tensor", "expand", "expand_args", "flatten", "norm_dim", "norm_dims", "permute", "rank", "record_flatten",
     "record_reshape", "reshape", "reshape_spec", "reshaped", "shape_of", "slice_", "slice_nd", "squeeze", "transpose", "unsqueeze",
 ]

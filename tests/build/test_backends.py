@@ -77,7 +77,8 @@ def test_engine_of_a_missing_backend_is_an_engine_file_error(tmp_path: Any) -> N
     m = torch2trt_lite.convert(torch.nn.ReLU().eval(), [torch.randn(2, 3)], backend="sim")
     meta = dict(m.metadata)
     meta["backend"] = "tensorrt-rtx"
-    engine_file.write(tmp_path / "e.engine", meta, m.plan)
+    plan = b"vtrt" + bytes(60)  # starts as a TensorRT-RTX plan does (engine_file checks a plan's first bytes)
+    engine_file.write(tmp_path / "e.engine", meta, plan)
     with mock.patch.object(backends, "_import", _fake_import(set())), \
             pytest.raises(torch2trt_lite.EngineFileError, match="built by TensorRT-RTX .*not installed"):
         torch2trt_lite.load(tmp_path / "e.engine")

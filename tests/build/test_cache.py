@@ -436,7 +436,8 @@ def test_the_key_is_the_same_in_another_process() -> None:
 _OPTION_VALUES: dict[str, Any] = {
     "output_names": ["y"], "max_workspace_size": 1 << 20, "verify": False, "precision": "fp16",
     "fp16_mode": True, "precision_overrides": {torch.nn.LayerNorm: "fp32", torch.nn.functional.softmax: "fp16"},
-    "io_dtype": "fp16", "int8_mode": True, "int8_calib_algorithm": "max",
+    "io_dtype": "fp16", "int8_mode": True, "int8_calib_algorithm": "max", "refittable": True, "strip_weights": True,
+    "truncate_double": True,
 }
 
 

@@ -320,8 +320,23 @@ def test_turing_refusal_is_the_builders() -> None:
     for _ in range(2):
         torch2trt_lite.convert(torch.nn.ReLU().eval(), [torch.randn(2)], backend="tensorrt-rtx")
     model = torch.nn.Linear(8, 4).eval()
-    with pytest.raises(torch2trt_lite.BuildError, match="Turing"):
+    with pytest.raises(torch2trt_lite.BuildError, match="Turing") as e:
         torch2trt_lite.convert(model, [torch.randn(2, 8)], backend="tensorrt-rtx", compute_capabilities="sm75")
+    # led by what to do (the builder's own text follows)
+    assert str(e.value).startswith("building the engine failed: TensorRT-RTX cannot compile float32 matrix "
+                                   "multiplications") and "precision='fp16'" in str(e.value)
+    with pytest.raises(torch2trt_lite.BuildError, match=r"cannot compile bfloat16 for Turing GPUs \(sm75"):
+        torch2trt_lite.convert(model, [torch.randn(2, 8)], backend="tensorrt-rtx", compute_capabilities="sm75",
+                               precision="bf16")
+    torch2trt_lite.convert(model, [torch.randn(2, 8)], backend="tensorrt-rtx", compute_capabilities="sm75",
+                           precision="fp16")  # what the message advises builds
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without a GPU")
+def test_current_compute_capability_without_a_gpu_is_a_clear_error() -> None:
+    with pytest.raises(torch2trt_lite.BackendUnavailableError, match=r"'current' means the GPU of this machine"):
+        torch2trt_lite.convert(torch.nn.ReLU().eval(), [torch.randn(2)], backend="tensorrt-rtx",
+                               compute_capabilities="current")
 
 
 def test_plugin_model_is_refused_naming_the_op() -> None:

@@ -22,8 +22,14 @@ def _check_all(x: torch.Tensor) -> torch.Tensor:
     return x.relu()
 
 
+def _check_all_with(x: torch.Tensor) -> torch.Tensor:
+    torch._check_tensor_all_with(ValueError, torch.isfinite(x), lambda: "x must be finite")
+    return x * 3
+
+
 CASES = [
     Case("assert_value", _assert, lambda: [randn(3, 4)], targets=["torch._assert"]),
     Case("assert_async_value", _assert_async, lambda: [randn(3, 4)], targets=["torch._assert_async"]),
     Case("check_tensor_all", _check_all, lambda: [randn(3, 4)], targets=["torch._check_tensor_all"]),
+    Case("check_tensor_all_with", _check_all_with, lambda: [randn(3, 4)], targets=["torch._check_tensor_all_with"]),
 ]

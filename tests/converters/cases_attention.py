@@ -166,4 +166,61 @@ DIST = [
          rtol=1e-4, atol=1e-5),
 ]
 
-CASES = SDPA + MHA + DIST
+
+
+class _FunctionalMHA(nn.Module):
+    """``F.multi_head_attention_forward`` called directly with a module's weights (time-major inputs),
+    as models with their own position bias do; ``masks`` names the trailing inputs (attn_mask,
+    key_padding_mask, static_k, static_v), ``kw`` the other arguments."""
+
+    def __init__(self, masks: tuple[str, ...] = (), add_bias_kv: bool = False, separate: bool = False,
+                 **kw: object) -> None:
+        super().__init__()
+        self.mha = _mha(add_bias_kv=add_bias_kv, **({"kdim": 6, "vdim": 6} if separate else {}))()
+        self.masks, self.kw = masks, kw
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, *rest: torch.Tensor):  # type: ignore[no-untyped-def]
+        m = self.mha
+        kw = dict(self.kw, **dict(zip(self.masks, rest, strict=True)))
+        separate = not m._qkv_same_embed_dim
+        out, w = F.multi_head_attention_forward(
+            q, k, k, 8, 2, m.in_proj_weight, m.in_proj_bias, m.bias_k, m.bias_v, kw.pop("add_zero_attn", False),
+            kw.pop("dropout_p", 0.0), m.out_proj.weight, m.out_proj.bias, training=kw.pop("training", False),
+            use_separate_proj_weight=separate,
+            q_proj_weight=m.q_proj_weight, k_proj_weight=m.k_proj_weight, v_proj_weight=m.v_proj_weight, **kw)
+        return out if w is None else (out, w)
+
+
+def _tq(lq: int = 5, s: int = 6, b: int = 2, e: int = 8):  # type: ignore[no-untyped-def]
+    return lambda: [randn(lq, b, 8, seed=1), randn(s, b, e, seed=2)]
+
+
+MHAF = [
+    Case("mha_forward_functional", lambda: _FunctionalMHA(), _tq(), is_module=True,
+         targets=["torch.nn.functional.multi_head_attention_forward"], **_TOL),
+    Case("mha_forward_relative_bias_no_weights", lambda: _FunctionalMHA(("attn_mask",), need_weights=False),
+         lambda: [*_tq()(), randn(2 * 2, 5, 6, seed=3)], is_module=True, **_TOL),
+    Case("mha_forward_bias_kv_zero_attn_masks", lambda: _FunctionalMHA(
+        ("attn_mask", "key_padding_mask"), add_bias_kv=True, add_zero_attn=True, average_attn_weights=False),
+         lambda: [*_tq()(), randn(5, 6, seed=3), randn(2, 6, seed=4)],
+         is_module=True, **_TOL),
+    Case("mha_forward_static_kv", lambda: _FunctionalMHA(("static_k", "static_v")),
+         lambda: [*_tq()(), randn(2 * 2, 3, 4, seed=3), randn(2 * 2, 3, 4, seed=4)], is_module=True, **_TOL),
+    Case("mha_forward_is_causal_hint", lambda: _FunctionalMHA(("attn_mask",), is_causal=True, need_weights=False,
+                                                               add_bias_kv=True),
+         lambda: [*_tq(s=5)(), randn(5, 5, seed=3)], is_module=True, **_TOL),
+    Case("mha_forward_separate_weights_unbatched", lambda: _FunctionalMHA(separate=True),
+         lambda: [randn(5, 8, seed=1), randn(4, 6, seed=2)], is_module=True, **_TOL),
+    Case("mha_module_bias_kv_zero_attn", lambda: _MHA(_mha(add_bias_kv=True, add_zero_attn=True)(),
+                                                      key_padding_mask=True),
+         lambda: [*_seq(False), KPM.clone()], is_module=True, **_TOL),
+    Case("mha_module_bias_kv_batch_first_bool_kpm", lambda: _MHA(_mha(add_bias_kv=True, batch_first=True)(),
+                                                                 key_padding_mask=True, need_weights=False),
+         lambda: [*_seq(True), KPM.clone()], is_module=True, **_TOL),
+    Case("mha_forward_half", lambda: _FunctionalMHA().half(), lambda: [x.half() for x in _tq()()], is_module=True,
+         rtol=1e-2, atol=1e-2),
+    Case("mha_forward_dropout_training_refused", lambda: _FunctionalMHA(dropout_p=0.1, training=True), _tq(),
+         is_module=True, xfail="attention dropout with training=True is random"),
+]
+
+CASES = SDPA + MHA + MHAF + DIST

@@ -59,3 +59,61 @@ CASES = [
     Case("embedding_bag_offsets_padding_mean", lambda: _BagWithOffsets(_bag(mode="mean", padding_idx=1)(), OFFSETS),
          lambda: [torch.tensor([1, 1, 4, 2, 1, 7, 1, 1])], is_module=True),
 ]
+
+
+class _BagTracedOffsets(nn.Module):
+    """Offsets as an input (recommendation models take them from the batch)."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.bag = nn.EmbeddingBag(10, 4, **kw)  # type: ignore[arg-type]
+
+    def forward(self, ids: torch.Tensor, offsets: torch.Tensor, *w: torch.Tensor) -> torch.Tensor:
+        return self.bag(ids, offsets, per_sample_weights=w[0] if w else None)  # type: ignore[no-any-return]
+
+
+def _ids_offsets(offsets: list[int], n: int = 9, seed: int = 5):  # type: ignore[no-untyped-def]
+    return lambda: [torch.randint(0, 10, (n,), generator=torch.Generator().manual_seed(seed)), torch.tensor(offsets)]
+
+
+_OTHER_OFFSETS = {"others": lambda xs: [xs[0].flip(0), torch.tensor([0, 1, 1, 5])[: len(xs[1])], *xs[2:]]}
+
+CASES += [
+    Case("embedding_bag_traced_offsets_sum", lambda: _BagTracedOffsets(mode="sum"), _ids_offsets([0, 3, 3, 7]),
+         is_module=True, **_OTHER_OFFSETS),
+    Case("embedding_bag_traced_offsets_mean", lambda: _BagTracedOffsets(mode="mean"), _ids_offsets([0, 2, 2, 6]),
+         is_module=True, **_OTHER_OFFSETS),
+    Case("embedding_bag_traced_offsets_max_empty", lambda: _BagTracedOffsets(mode="max"), _ids_offsets([0, 4, 4, 8]),
+         is_module=True, **_OTHER_OFFSETS),
+    Case("embedding_bag_traced_offsets_max_padding", lambda: _BagTracedOffsets(mode="max", padding_idx=2),
+         lambda: [torch.tensor([2, 2, 5, 1, 2, 7, 2, 0, 3]), torch.tensor([0, 2, 5, 6])], is_module=True,
+         **_OTHER_OFFSETS),
+    Case("embedding_bag_traced_offsets_mean_padding", lambda: _BagTracedOffsets(mode="mean", padding_idx=2),
+         lambda: [torch.tensor([2, 2, 5, 1, 2, 7, 2, 0, 3]), torch.tensor([0, 2, 5, 6])], is_module=True,
+         **_OTHER_OFFSETS),
+    Case("embedding_bag_traced_offsets_include_last", lambda: _BagTracedOffsets(mode="sum", include_last_offset=True),
+         _ids_offsets([0, 3, 3, 9]), is_module=True,
+         others=lambda xs: [xs[0].flip(0), torch.tensor([0, 1, 1, 9])]),
+    Case("embedding_bag_traced_offsets_weights", lambda: _BagTracedOffsets(mode="sum"),
+         lambda: [*_ids_offsets([0, 4, 6])(), randn(9, seed=6)], is_module=True, **_OTHER_OFFSETS),
+    Case("embedding_bag_2d_max_padding", _bag(mode="max", padding_idx=2), lambda: [torch.tensor(
+        [[2, 1, 2, 5], [2, 2, 2, 2], [0, 9, 3, 2]])], is_module=True),
+    Case("embedding_bag_offsets_max_empty_bag", lambda: _BagWithOffsets(_bag(mode="max")(), OFFSETS), _ids(8),
+         is_module=True),
+    Case("embedding_bag_2d_sum_weights_half", lambda: _Bag2dWeighted(), lambda: [
+        *_ids(3, 4)(), randn(3, 4, dtype=torch.float16, seed=7)], is_module=True, rtol=1e-2, atol=1e-2),
+    Case("embedding_bag_include_last_short_refused", lambda: _BagWithOffsets(
+        _bag(mode="sum", include_last_offset=True)(), torch.tensor([0, 2, 5])), _ids(8), is_module=True,
+        xfail="include_last_offset with a last offset other than the number of indices"),
+]
+
+
+class _Bag2dWeighted(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.bag = nn.EmbeddingBag(10, 4, mode="sum").half()
+
+    def forward(self, ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return self.bag(ids, per_sample_weights=w)  # type: ignore[no-any-return]

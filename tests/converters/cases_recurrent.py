@@ -53,3 +53,54 @@ CASES = [
     Case("rnn_unbatched_state", lambda: _WithState(_seeded(nn.RNN, 4, 3)()), lambda: [randn(5, 4), randn(1, 3, seed=1)],
          is_module=True, **_TOL),
 ]
+
+
+class _CellLoop(nn.Module):
+    """A cell stepped over dim 1 of ``x`` [N, T, I] (dim 0 of an unbatched [T, I]) in a Python loop,
+    the hidden state from ``state`` or zeros: every step's hidden state stacked, and the last state."""
+
+    def __init__(self, cell: nn.Module) -> None:
+        super().__init__()
+        self.cell = cell
+
+    def forward(self, x: torch.Tensor, *state: torch.Tensor):  # type: ignore[no-untyped-def]
+        hx: object = None if not state else state[0] if len(state) == 1 else (state[0], state[1])
+        hs = []
+        steps = x.unbind(1 if x.dim() == 3 else 0)
+        for xt in steps:
+            hx = self.cell(xt, hx)
+            hs.append(hx[0] if isinstance(hx, tuple) else hx)
+        return torch.stack(hs, 1 if x.dim() == 3 else 0), hx
+
+
+def _loop(cls, *args, half: bool = False, **kw):  # type: ignore[no-untyped-def]
+    def make() -> nn.Module:
+        torch.manual_seed(0)
+        m = _CellLoop(cls(*args, **kw))
+        return m.half() if half else m
+
+    return make
+
+
+_HALF = {"rtol": 1e-2, "atol": 1e-2}
+
+CASES += [
+    Case("gru_cell_loop", _loop(nn.GRUCell, 4, 5), lambda: [randn(2, 3, 4)], is_module=True,
+         targets=["torch.gru_cell"], **_TOL),
+    Case("lstm_cell_loop_state", _loop(nn.LSTMCell, 4, 3), lambda: [randn(2, 3, 4), randn(2, 3, seed=1),
+                                                                   randn(2, 3, seed=2)], is_module=True,
+         targets=["torch.lstm_cell"], **_TOL),
+    Case("rnn_tanh_cell_loop", _loop(nn.RNNCell, 4, 5), lambda: [randn(2, 3, 4)], is_module=True,
+         targets=["torch.rnn_tanh_cell"], **_TOL),
+    Case("rnn_relu_cell_no_bias_state", _loop(nn.RNNCell, 4, 5, bias=False, nonlinearity="relu"),
+         lambda: [randn(2, 3, 4), randn(2, 5, seed=1)], is_module=True, targets=["torch.rnn_relu_cell"], **_TOL),
+    Case("gru_cell_unbatched", _loop(nn.GRUCell, 4, 5, bias=False), lambda: [randn(3, 4)], is_module=True, **_TOL),
+    Case("lstm_cell_functional", lambda x, h, c, w: torch.lstm_cell(x, (h, c), w, w[:, :3] * 0.5),
+         lambda: [randn(2, 3), randn(2, 3, seed=1), randn(2, 3, seed=2)] + [randn(12, 3, seed=3)],
+         vary="the weight is an input: rolling it changes nothing the case checks", **_TOL,
+         xfail="cell weights computed from the network inputs are not supported"),
+    Case("half_gru_cell_loop", _loop(nn.GRUCell, 4, 5, half=True), lambda: [randn(2, 3, 4, dtype=torch.float16)],
+         is_module=True, **_HALF),
+    Case("half_lstm_cell_loop", _loop(nn.LSTMCell, 4, 5, half=True), lambda: [randn(2, 3, 4, dtype=torch.float16)],
+         is_module=True, **_HALF),
+]

@@ -142,3 +142,39 @@ CASES = [
     Case("cumprod_int", lambda x: x.cumprod(1), ints),
     Case("cumprod_inplace", lambda x: (x * 1).cumprod_(2), x3, targets=[T + "cumprod_"]),
 ]
+
+
+def _ties_nan() -> list[torch.Tensor]:  # ties (torch: the last index wins) and NaNs (the last NaN wins)
+    n = float("nan")
+    return [torch.tensor([[1.0, 3, 3, n, 2, n, 5, 5], [0, 0, -1, -1, 2, 2, 1, 1], [4, 3, 3, 4, -2, 4, 0, 6]])]
+
+
+def _small_ints() -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    return [torch.randint(0, 4, (3, 9), generator=g)]
+
+
+_HALF = {"rtol": 1e-3, "atol": 1e-3}
+
+# cummax / cummin (values and int64 indices) and isin
+CASES += [
+    Case("cummax", lambda x: torch.cummax(x, 1), _ties_nan, targets=["torch.cummax"]),
+    Case("cummin_method_neg_dim", lambda x: x.cummin(-1), _ties_nan, targets=[T + "cummin"]),
+    Case("cummax_method_dim0", lambda x: x.cummax(0), _small_ints, targets=[T + "cummax"]),
+    Case("cummin_int_dim1", lambda x: torch.cummin(x, 1), _small_ints, targets=["torch.cummin"]),
+    Case("cummax_bool", lambda x: torch.cummax(x > 1, 1), _small_ints),
+    Case("cummax_3d_middle", lambda x: torch.cummax(x, 1), lambda: [randn(2, 6, 3)]),
+    Case("cummin_long_axis", lambda x: torch.cummin(x, -1), lambda: [randn(2, 37)]),
+    Case("cummax_half", lambda x: torch.cummax(x, -1), lambda: [randn(3, 7, dtype=torch.float16)], **_HALF),
+    Case("isin_constant_set", lambda x: torch.isin(x, torch.tensor([1, 3, 5])), lambda: [torch.randint(
+        0, 8, (3, 5), generator=torch.Generator().manual_seed(2))], targets=["torch.isin"]),
+    Case("isin_traced_set_invert", lambda x, t: torch.isin(x, t, invert=True), lambda: [
+        torch.randint(0, 8, (3, 5), generator=torch.Generator().manual_seed(2)), torch.tensor([[1, 3], [6, 6]])]),
+    Case("isin_float_scalar_nan", lambda x: torch.isin(x, 2.0), lambda: [torch.tensor([[1.0, 2.0, float("nan")],
+                                                                                       [2.0, 0.0, 2.0]])]),
+    Case("isin_float_elements_int_set", lambda x: torch.isin(x.round(), torch.tensor([0, 1])), lambda: [randn(4, 5)]),
+    Case("isin_empty_set", lambda x: torch.isin(x, torch.tensor([], dtype=torch.int64)), _small_ints,
+         constant="nothing is in an empty set: all False"),
+    Case("isin_half", lambda x: torch.isin(x.round(), torch.tensor([0.0, 1.0], dtype=torch.float16)),
+         lambda: [randn(4, 5, dtype=torch.float16)]),
+]

@@ -52,6 +52,39 @@ def _causal(mask: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _is_tracing_shortcut(mask: torch.Tensor) -> torch.Tensor:
+    """transformers' mask shortcut: skipped while tracing (``is_tracing`` asks ``is_torch_fx_proxy``);
+    both branches give the same values where the shortcut is taken, so the engine must equal eager."""
+    from transformers.utils.import_utils import is_tracing
+
+    m = mask.float()
+    if not is_tracing(mask) and bool(torch.all(mask)):
+        return torch.ones_like(m)
+    return m
+
+
+_MOE: list[torch.nn.Module] = []
+
+
+def _eager_experts(hidden: torch.Tensor) -> torch.Tensor:
+    """A Mixtral sparse-MoE block with transformers' eager experts loop (``ExpertsInterface.get_interface``)."""
+    if not _MOE:
+        import transformers
+        from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+
+        cfg = transformers.MixtralConfig(hidden_size=16, intermediate_size=32, num_local_experts=4,
+                                         num_experts_per_tok=2)
+        cfg._experts_implementation = "eager"
+        torch.manual_seed(0)
+        _MOE.append(MixtralSparseMoeBlock(cfg).eval())
+    out: torch.Tensor = _MOE[0](hidden)
+    return out
+
+
+def _tokens() -> list[torch.Tensor]:
+    return [torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(3))]
+
+
 # NOTE: the transformers converters are registered only once transformers is imported; without it
 # installed there is nothing to cover.
 if importlib.util.find_spec("transformers") is not None:
@@ -60,4 +93,8 @@ if importlib.util.find_spec("transformers") is not None:
              targets=["transformers.masking_utils._ignore_bidirectional_mask_sdpa"]),
         Case("hf_causal_mask_padded", _causal, _padding_mask,
              targets=["transformers.masking_utils._ignore_causal_mask_sdpa"]),
+        Case("hf_is_tracing_mask_shortcut", _is_tracing_shortcut, _padding_mask,
+             targets=["transformers.utils.import_utils.is_torch_fx_proxy"]),
+        Case("hf_mixtral_eager_experts", _eager_experts, _tokens,
+             targets=["transformers.integrations.moe.ExpertsInterface.get_interface"]),
     ]

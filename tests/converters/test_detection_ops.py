@@ -20,7 +20,12 @@ import torchvision
 import torch2trt_lite
 from tests.converters.cases_detection import boxes_scores, distinct, with_classes
 from torch2trt_lite import Input
-from torch2trt_lite.errors import Torch2TRTError, UnsupportedOperatorError
+from torch2trt_lite.errors import (
+    BackendUnavailableError,
+    RuntimeExecutionError,
+    Torch2TRTError,
+    UnsupportedOperatorError,
+)
 
 NO_RUNNER = "has no runners that implement it"
 
@@ -142,6 +147,74 @@ def test_batched_nms_matches_torchvision() -> None:
         same(trt(*rolled), fn(*rolled))
 
 
+def _classed(n: int, classes: int, seed: int) -> list[torch.Tensor]:
+    b, s = boxes_scores(n, seed=seed, spread=300.0)
+    return [b, s, torch.randint(0, classes, (n,), generator=torch.Generator().manual_seed(seed))]
+
+
+def test_batched_nms_beyond_5000_boxes_groups_the_classes() -> None:
+    """6000 boxes of 60 classes (INMSLayer's limit: 5000 candidates per batch item): one batch item per
+    class group, the kept boxes ordered by score over all groups, equal to torchvision's."""
+    def fn(b: torch.Tensor, s: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return torchvision.ops.batched_nms(b, s, c, 0.5)
+
+    trt = convert(fn, _classed(6000, 60, 0))
+    for seed in (0, 1):
+        xs = _classed(6000, 60, seed)
+        want = fn(*xs)
+        assert 5000 < want.numel() < 6000, "more kept boxes than one NMS could consider"
+        same(trt(*xs), want)
+
+
+def test_batched_nms_of_a_dynamic_count_beyond_5000_and_its_run_time_check() -> None:
+    ex = _classed(100, 60, 0)
+    specs = [Input((1, 4), (100, 4), (8000, 4), example=ex[0]), Input((1,), (100,), (8000,), example=ex[1]),
+             Input((1,), (100,), (8000,), example=ex[2], dtype=torch.int64)]
+
+    def fn(b: torch.Tensor, s: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return torchvision.ops.batched_nms(b, s, c, 0.5)
+
+    trt = convert(fn, specs)
+    for n in (1, 5500):
+        xs = _classed(n, 60, n)
+        same(trt(*xs), fn(*xs))
+    one_class = _classed(7000, 60, 3)
+    one_class[2] = torch.zeros_like(one_class[2])  # 7000 candidates of one class: past what TensorRT's NMS takes
+    with pytest.raises(Torch2TRTError, match=r"more than 5000 candidate boxes fell into one of the engine's 8 class"):
+        trt(*one_class)
+
+
+def test_nms_traced_with_no_box_then_run_with_some() -> None:
+    """The count at trace time does not decide the engine: a filter that keeps no box while tracing."""
+    def fn(b: torch.Tensor, s: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        m = s > 0.6
+        b, s, c = b[m], s[m], c[m]
+        return b[torchvision.ops.batched_nms(b, s, c, 0.5)], b[torchvision.ops.nms(b, s, 0.5)]
+
+    b, s, c = with_classes(300)
+    trt = convert(fn, [b, s * 0.5, c])
+    for xs in ([b, s, c], [b, s * 0.5, c]):
+        got, want = trt(*xs), fn(*xs)
+        same(got, want)
+    assert want[0].shape == (0, 4) and got[0].shape == (0, 4)
+
+
+def test_topk_of_a_count_that_may_be_zero() -> None:
+    """``scores[scores > t].topk(min(n, 40))`` (torchvision's per-class candidates): a class no score
+    reaches gives k = 0, which ITopKLayer does not take; the engine returns the empty result as torch."""
+    from torchvision.models.detection import _utils as det_utils
+
+    def fn(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        s = s[s > 0.5]
+        return s.topk(det_utils._topk_min(s, 40, 0))
+
+    x = distinct(200)[0] + 0.5  # values in [0, 1), no ties
+    trt = convert(fn, [x])
+    for y in (x, x.roll(3), x * 0.2 + 0.45, x * 0.0):  # 100, 100, some and no scores above 0.5
+        same(trt(y), fn(y))
+    assert fn(x * 0.0)[0].numel() == 0
+
+
 def test_efficientdet_style_postprocess_in_one_engine() -> None:
     """Class scores of 2000 anchors x 4 classes: top-5000 of the flattened scores (past TensorRT's k limit),
     anchor and class from the flat index, a score threshold (a data-dependent count), per-class NMS, then
@@ -243,6 +316,96 @@ def test_unique_floats_and_a_dynamic_input() -> None:
         convert(lambda t: torch.unique(t, dim=0), [x])
 
 
+# ------------------------------------------------------------- non-finite scores (README: data-dependent shapes)
+def test_nms_never_keeps_minus_inf_nan_or_lowest_scores() -> None:
+    """INMSLayer keeps scores above its score threshold, the lowest float32: a score of -inf, NaN or
+    exactly -3.4028e38 is never kept. torchvision keeps -inf boxes last (the engine's result is its
+    result without them) and visits NaN first (NaN sorts above every number, and may suppress other
+    boxes): the engine's result is then torchvision's NMS of the other boxes."""
+    b, s = boxes_scores(300, seed=3)
+    trt = convert(lambda b, s: torchvision.ops.nms(b, s, 0.5), [b, s])
+    lowest = torch.finfo(torch.float32).min
+
+    s_inf = s.clone()
+    s_inf[::7] = float("-inf")
+    s_inf[1] = lowest
+    eager = torchvision.ops.nms(b, s_inf, 0.5)
+    dropped = torch.isinf(s_inf[eager]) | (s_inf[eager] == lowest)
+    assert bool(dropped.any()), "torchvision keeps some of these boxes"
+    same(trt(b, s_inf), eager[~dropped])
+
+    s_nan = s.clone()
+    s_nan[5::13] = float("nan")
+    others = torch.nonzero(~torch.isnan(s_nan)).flatten()
+    same(trt(b, s_nan), others[torchvision.ops.nms(b[others], s_nan[others], 0.5)])
+    assert bool(torch.isnan(s_nan[torchvision.ops.nms(b, s_nan, 0.5)[0]])), "torchvision visits NaN first"
+
+    s_pinf = s.clone()
+    s_pinf[::9] = float("inf")  # +inf is a score like any other (ties among them: any order, as TensorRT's)
+    got, eager = trt(b, s_pinf), torchvision.ops.nms(b, s_pinf, 0.5)
+    same(got.sort().values, eager.sort().values)
+
+
+def _points_at_its_value_or_repeats(x: torch.Tensor, v: torch.Tensor, i: torch.Tensor) -> int:
+    """Each index points at an element of its value, or repeats an index returned before in its row;
+    returns how many repeat."""
+    repeats = 0
+    for row, vals, idxs in zip(x.tolist(), v.tolist(), i.tolist(), strict=True):
+        taken: set[int] = set()
+        for val, idx in zip(vals, idxs, strict=True):
+            assert row[idx] == val or idx in taken, (idx, val, row[idx])
+            repeats += row[idx] != val
+            taken.add(idx)
+    return repeats
+
+
+def test_topk_beyond_3840_reaching_minus_inf_keeps_values_and_may_repeat_an_index() -> None:
+    """top-k in rounds of 3840 masks taken elements with -inf (+inf for smallest): a later round that
+    reaches the input's own -inf may return an index taken before. Values equal torch's, indices equal
+    torch's wherever the value is finite, and every other index points at an element of its value or
+    repeats one returned before."""
+    x = distinct(2, 9000)[0]
+    x[:, 3000:] = float("-inf")
+    trt = convert(lambda t: t.topk(5000, dim=1), [x])
+    smallest = convert(lambda t: t.topk(5000, dim=1, largest=False), [-x])
+    repeats = 0
+    for other in (x, torch.flip(x, [1])):
+        for engine, y, largest in ((trt, other, True), (smallest, -other, False)):
+            v, i = engine(y)
+            ev, ei = y.topk(5000, dim=1, largest=largest)
+            same(v, ev)
+            same(i[:, :3000], ei[:, :3000])
+            repeats += _points_at_its_value_or_repeats(y, v, i)
+    assert repeats > 0, "the case the README documents: a repeated index where a round reaches -inf"
+
+
+# ------------------------------------------------------------------- torchvision BoxCoder.decode
+def test_box_coder_decode_with_zero_proposals_fails_the_run() -> None:
+    """``BoxCoder.decode``'s ``if box_sum > 0`` on a data-dependent proposal count is answered True
+    (converters/zoo_torchvision.py): every count >= 1 matches eager; with no proposal eager returns
+    its boxes with another rank ([0, 4C], not [0, C, 4]), which one engine cannot, and the run fails
+    (TensorRT cannot infer the reshape's -1 of zero rows) instead of returning a result."""
+    from torchvision.models.detection._utils import BoxCoder
+
+    coder = BoxCoder((10.0, 10.0, 5.0, 5.0))
+
+    def fn(codes: torch.Tensor, boxes: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        keep = scores > 0.5
+        return coder.decode(codes[keep], [boxes[keep]])
+
+    boxes, scores = boxes_scores(20, seed=0)
+    codes = torch.randn(20, 12, generator=torch.Generator().manual_seed(0)) * 0.3
+    trt = convert(fn, [codes, boxes, scores])
+    for s in (scores, torch.roll(scores, 3), torch.where(torch.arange(20) == 4, 0.9, 0.1)):  # 1 proposal last
+        want = fn(codes, boxes, s)
+        assert want.shape[0] >= 1
+        torch.testing.assert_close(trt(codes, boxes, s), want, rtol=1e-5, atol=1e-4)
+    none = torch.zeros(20)
+    assert fn(codes, boxes, none).shape == (0, 12)
+    with pytest.raises(RuntimeExecutionError, match="reshape"):
+        trt(codes, boxes, none)
+
+
 # ------------------------------------------------------------------------------ TensorRT-RTX
 def _rtx_verdict(fn: Any, xs: list[Any]) -> tuple[list[Any], list[Any], bool, str]:
     sim = torch2trt_lite.define_network(Fn(fn).eval(), xs, backend="sim")
@@ -276,7 +439,14 @@ def test_tensorrt_rtx_builds_topk_with_a_shape_tensor_k() -> None:
     spec = [Input((1, 5), (6, 5), (12, 5), example=torch.randn(6, 5))]
     trt = torch2trt_lite.convert(Fn(lambda t: t.sort(0)).eval(), spec, backend="tensorrt-rtx", verify=False,
                                  progress=False)
-    assert trt is not None
+    assert trt.metadata["backend"] == "tensorrt-rtx"
+    for n in (1, 6, 12):  # the engine's results on a GPU; without one, running it is refused
+        y = torch.randn(n, 5, generator=torch.Generator().manual_seed(n))
+        if trt.runnable:
+            same(trt(y.cuda()), tuple(t.cuda() for t in y.cuda().sort(0)))
+        else:
+            with pytest.raises(BackendUnavailableError):
+                trt(y)
     real = torch2trt_lite.define_network(Fn(lambda t: t.sort(0)).eval(), spec, backend="tensorrt-rtx")
     topk = [lay for lay in (real.network.get_layer(i) for i in range(real.network.num_layers))
             if lay.type == importlib.import_module("tensorrt_rtx").LayerType.TOPK]

@@ -71,7 +71,8 @@ _IDS = (torch.tensor([1, 2, 0, 3]),)
         (lambda x: F.scaled_dot_product_attention(x, x, x, dropout_p=0.1), _X, "dropout_p"),
         (lambda x: F.grid_sample(x.unsqueeze(0), torch.zeros(1, 1, 2, 2, 3)), _X, "4D"),
         (lambda i: F.embedding(i, torch.randn(5, 2), max_norm=1.0), _IDS, "max_norm"),
-        (lambda i: F.embedding_bag(i, torch.randn(5, 2), i[:2] * 0), _IDS, "offsets"),
+        (lambda i: F.embedding_bag(i, torch.randn(5, 2), torch.tensor([0, 1, 3]), include_last_offset=True), _IDS,
+         "include_last_offset"),
     ],
 )
 def test_refusals_name_the_reason(fn, inputs: tuple[torch.Tensor, ...], reason: str) -> None:  # type: ignore[no-untyped-def]
@@ -103,3 +104,37 @@ def test_aliases_of_folded_conv_output_keep_pre_norm_values() -> None:
 
     torch.manual_seed(0)
     _convert(M(), torch.randn(1, 3, 6, 6))
+
+
+# CPU torch has no float16 kernel for avg_pool3d (nor cdist): the tracer computes the traced value in float32
+# and rounds it, as TensorRT computes halves. The reference is torch's float32 result rounded to float16.
+_HALF_NO_CPU_KERNEL = {
+    "avg_pool3d": (nn.AvgPool3d(2), 1),
+    "avg_pool3d_padded": (nn.AvgPool3d(3, 2, 1, ceil_mode=True, count_include_pad=False), 1),
+    "lp_pool3d": (nn.LPPool3d(2, 2), 1),
+    "local_response_norm_3d": (nn.LocalResponseNorm(2), 1),
+    "cdist": (lambda a, b: torch.cdist(a[0, 0], b[0, 0]), 2),
+}
+
+
+@pytest.mark.parametrize("name", list(_HALF_NO_CPU_KERNEL))
+def test_float16_ops_without_a_cpu_half_kernel(name: str) -> None:
+    op, n = _HALF_NO_CPU_KERNEL[name]
+
+    class M(nn.Module):
+        def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+            return op(*xs)  # type: ignore[operator]
+
+    def make(seed: int) -> list[torch.Tensor]:
+        g = torch.Generator().manual_seed(seed)
+        return [torch.rand(1, 4, 4, 6, 6, generator=g).half() for _ in range(n)]
+
+    with pytest.raises(NotImplementedError, match="Half"):
+        op(*make(0))  # type: ignore[operator]
+    trt = torch2trt_lite.convert(M().eval(), make(0), backend="sim")
+    for seed in (0, 1):
+        xs = make(seed)
+        got = trt(*xs)
+        assert got.dtype == torch.float16
+        # fp16's tolerance: the sim rounds once per layer (pow, average, sqrt), torch's fp32 reference once
+        torch.testing.assert_close(got, op(*[x.float() for x in xs]).half(), rtol=1e-2, atol=1e-2)  # type: ignore[operator]

@@ -3,8 +3,9 @@
 2,000 mutated engine files (bit flips, byte changes, truncations, insertions, JSON header mutations
 resealed with valid checksums), every one-bit flip of an engine file's header, and 2,000 mutated
 bare sim plans, in 2 worker processes with a memory limit and a per-case time limit: no crash, no
-hang, no exception outside the Torch2TRTError family. ``tools/fuzz_engine_files.py --count N`` is
-the same for longer runs.
+hang, no exception outside the Torch2TRTError family. 400 mutated state dicts (issue 27): none of
+those also loads as another engine than its plan. ``tools/fuzz_engine_files.py --count N`` is the
+same for longer runs.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _tool() -> Any:
 
 @pytest.fixture(scope="module")
 def stats() -> dict[str, Any]:
-    return _tool().fuzz(2000, seed=12, workers=2, timeout_s=20.0)  # type: ignore[no-any-return]
+    return _tool().fuzz(2000, seed=12, workers=2, timeout_s=20.0, state_dicts=400)  # type: ignore[no-any-return]
 
 
 def test_no_crash_hang_or_foreign_exception(stats: dict[str, Any]) -> None:
@@ -46,3 +47,13 @@ def test_every_header_bit_flip_is_refused(stats: dict[str, Any]) -> None:
 def test_structured_mutations_reach_the_schema(stats: dict[str, Any]) -> None:
     kinds = stats["by_kind"]
     assert kinds["file-header:refused"] > 500 and kinds["plan-json:refused"] > 500
+
+
+def test_mutated_state_dicts_are_refused_or_load_as_their_engine(stats: dict[str, Any]) -> None:
+    """Crashes, hangs and foreign exceptions of these are counted with the others (first test)."""
+    kinds = stats["by_kind"]
+    assert sum(n for k, n in kinds.items() if k.startswith("sd-")) == 400
+    assert not stats["silent"], stats["silent"]  # a load that runs with another structure or dtype than its plan
+    # every kind ran, and edits under a recomputed checksum reached the cross-check with the plan
+    for kind in ("sd-engine-bytes", "sd-meta-bytes", "sd-meta-json", "sd-meta-sealed", "sd-field", "sd-field-sealed"):
+        assert kinds[f"{kind}:refused"] > 10, kind

@@ -22,7 +22,7 @@ import torch
 import torch2trt_lite
 from torch2trt_lite import sim
 from torch2trt_lite.errors import EngineFileError, Torch2TRTError
-from torch2trt_lite.runtime import engine_file, module, structure
+from torch2trt_lite.runtime import engine_file, module, state, structure
 from torch2trt_lite.sim import _plan, _runtime
 
 
@@ -336,9 +336,10 @@ def test_file_size_is_checked_before_allocating(engine_bytes: bytes, tmp_path: A
     with pytest.raises(EngineFileError, match="truncated"):
         torch2trt_lite.load(path)
     n = 1 << 30  # a 1 GiB sparse file whose header claims its size: hashed in pieces, never held whole
-    with open(path, "wb") as f:
+    with open(path, "wb") as f:  # it starts as the real plan does, so the start check passes
         f.write(_prefix_claiming(header, n, "0" * 64))
-        f.truncate(f.tell() + n)
+        f.write(bytes(plan[:64]))
+        f.truncate(f.tell() - 64 + n)
     tracemalloc.start()
     try:
         with pytest.raises(EngineFileError, match="checksum"):
@@ -361,8 +362,8 @@ def _prefix_claiming(header: dict[str, Any], nbytes: int, sha: str) -> bytes:
 def _state(small: torch2trt_lite.TRTModule, **meta: Any) -> dict[str, torch.Tensor]:
     sd = small.state_dict()
     m = json.loads(bytes(sd["metadata"].numpy().tobytes()))
-    m.update(meta)
-    sd["metadata"] = torch.frombuffer(bytearray(json.dumps(m).encode()), dtype=torch.uint8)
+    m.update(meta)  # resealed with a valid checksum: the edit reaches the schema checks
+    sd["metadata"] = torch.frombuffer(bytearray(json.dumps(state.sealed_meta(m)).encode()), dtype=torch.uint8)
     return sd
 
 

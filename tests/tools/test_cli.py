@@ -82,8 +82,10 @@ def test_module_entry_point() -> None:
     assert "convert" in out.stdout
 
 
-@pytest.mark.parametrize("sample", ["custom_converter.py", "custom_plugin.py"])
+@pytest.mark.parametrize("sample", ["custom_converter.py", "custom_plugin.py", "kv_cache_decode.py"])
 def test_samples_run(sample: str) -> None:
+    if sample == "kv_cache_decode.py":
+        pytest.importorskip("transformers", reason="the KV-cache sample builds a transformers Llama")
     out = subprocess.run([sys.executable, str(ROOT / "samples" / sample)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
 
@@ -176,3 +178,57 @@ def test_convert_with_a_shape_range_builds_a_dynamic_engine(tmp_path: pathlib.Pa
 def test_bad_shape_ranges_are_refused(shape: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["convert", "torchvision:resnet18", "--shape", shape, "--backend", "sim"]) == 2
     assert message in capsys.readouterr().err
+
+
+_NET = ("import torch\n\n\ndef build():\n    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), "
+        "torch.nn.Conv2d(8, 4, 3))\n")
+
+
+def test_random_weights_are_seeded_so_the_cache_hits(tmp_path: pathlib.Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "net.py").write_text(_NET)
+    spec = f"{tmp_path / 'net.py'}:build"
+    a, b = cli.load_model(spec).state_dict(), cli.load_model(spec).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a), "one spec, one model"
+    assert not torch.equal(cli.load_model(spec, seed=1).state_dict()["0.weight"], a["0.weight"])
+    cache = tmp_path / "cache"
+    for _ in range(2):
+        assert cli.main(["convert", spec, "--shape", "1x3x16x16", "--backend", "sim", "--cache-dir", str(cache),
+                         "--json"]) == 0
+    capsys.readouterr()
+    assert len([p for p in cache.rglob("*") if p.is_file() and p.suffix == ".engine"]) == 1, sorted(cache.rglob("*"))
+
+
+def test_compare_tolerance_follows_the_precision(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's ``compare MODEL --shape ... --precision fp16`` passes with fp16's default tolerance
+    (measured on resnet18 at 64x64: max rel 1.1e-3 in fp16, past fp32's 1e-3; 7.4e-3 in bf16)."""
+    from torch2trt_lite.tools.compare import default_tolerance
+
+    assert default_tolerance("fp32") == 1e-3 and default_tolerance("fp16") == 1e-2
+    assert default_tolerance("bf16") == 5e-2 and default_tolerance("fp32", inputs=[torch.zeros(1).half()]) == 1e-2
+    (tmp_path / "net.py").write_text(_NET)
+    spec = f"{tmp_path / 'net.py'}:build"
+    for precision, tol in (("fp16", 1e-2), ("bf16", 5e-2)):
+        assert cli.main(["compare", spec, "--shape", "1x3x16x16", "--precision", precision, "--backend", "sim",
+                         "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["tolerance"] == tol and report["entries"]
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: pathlib.Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """``torch2trt-lite info model.engine | head``: no BrokenPipeError traceback, for every subcommand
+    (the handling is in ``cli.main``)."""
+    engine = tmp_path / "net.engine"
+    (tmp_path / "net.py").write_text(_NET)
+    assert cli.main(["convert", f"{tmp_path / 'net.py'}:build", "--shape", "1x3x16x16", "--backend", "sim",
+                     "-o", str(engine)]) == 0
+    capsys.readouterr()
+    for argv in (["info", str(engine)],):
+        p = subprocess.Popen([sys.executable, "-m", "torch2trt_lite.cli", *argv], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, cwd=ROOT)
+        assert p.stdout is not None and p.stderr is not None
+        p.stdout.close()  # the reader is gone before the command writes
+        err = p.stderr.read().decode()
+        p.wait(timeout=120)
+        assert "Traceback" not in err and "BrokenPipeError" not in err, err

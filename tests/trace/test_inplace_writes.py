@@ -4,11 +4,14 @@
 into a fresh (``torch.zeros``, ``x.new_full``) or computed tensor convert as slice-update layers that
 the base tensor's network tensor follows (``ConversionContext.begin_view_write``/``end_view_write``).
 Every case is compared with PyTorch eager on the sim, at the traced inputs and at other ones; writes
-that cannot be followed keep a clear error.
+that cannot be followed keep a clear error. A write into one of the model's own inputs is refused naming
+the op and the line (eager changes the caller's tensor; an engine cannot), in every form: ``add_``,
+``+=``, ``x[i] = v``, ``copy_``, ``out=``, ``relu_`` / ``inplace=True``, through a view or ``detach()``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -179,11 +182,6 @@ def _stale_alias(x: torch.Tensor) -> torch.Tensor:
     return first + buf.sum(0)
 
 
-def _write_into_input(x: torch.Tensor) -> torch.Tensor:
-    x[:, 0].mul_(5)  # into a network input
-    return x + 1
-
-
 _PATTERNS: dict[str, tuple[Callable[..., Any], Callable[[int], list[torch.Tensor]]]] = {
     "zeros_box_copy": (_zeros_box_copy, lambda s: [_randn(3, 5, 6, seed=s)]),
     "new_zeros_select_copy": (_new_zeros_select_copy, lambda s: [_randn(5, 6, seed=s)]),
@@ -199,7 +197,6 @@ _PATTERNS: dict[str, tuple[Callable[..., Any], Callable[[int], list[torch.Tensor
     "column_of_transpose": (_column_of_transpose, lambda s: [_randn(5, 6, seed=s)]),
     "masked_fill_index_put_view": (_masked_fill_index_put_view, lambda s: [_randn(5, 6, seed=s)]),
     "stale_alias": (_stale_alias, lambda s: [_randn(5, 6, seed=s)]),
-    "write_into_input": (_write_into_input, lambda s: [_randn(5, 6, seed=s)]),
 }
 
 
@@ -323,6 +320,108 @@ def test_strided_assignment_along_dynamic_dim_is_refused() -> None:
 
 
 # ------------------------------------------------------------------------------------ refusals
+# Writes into the model's own inputs: eager changes the caller's tensor, an engine cannot (it only reads
+# its inputs), so each form is refused naming the op and the line, and the user's tensors stay unchanged.
+def _input_add_(x: torch.Tensor) -> torch.Tensor:
+    return x.add_(1) * 2
+
+
+def _input_iadd(x: torch.Tensor) -> torch.Tensor:
+    x += 1
+    return x * 2
+
+
+def _input_setitem(x: torch.Tensor) -> torch.Tensor:
+    x[0] = 0
+    return x * 2
+
+
+def _input_copy_(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x.copy_(y * 3)
+    return x + y
+
+
+def _input_out_arg(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    torch.add(y, 1, out=x)
+    return x + y
+
+
+def _input_relu_(x: torch.Tensor) -> torch.Tensor:
+    return torch.relu_(x) + 1
+
+
+def _input_functional_inplace(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.relu(x, inplace=True) + 1
+
+
+def _input_module_inplace(x: torch.Tensor) -> torch.Tensor:
+    return nn.ReLU(inplace=True)(x) + 1
+
+
+def _input_through_view(x: torch.Tensor) -> torch.Tensor:
+    x[:, 0].mul_(5)
+    return x + 1
+
+
+def _input_through_detach(x: torch.Tensor) -> torch.Tensor:
+    x.detach().clamp_(min=0)
+    return x + 1
+
+
+def _input_unsqueeze_(x: torch.Tensor) -> torch.Tensor:
+    return x.unsqueeze_(0) + 1  # a caller-visible change of shape
+
+
+_INPUT_WRITES: dict[str, tuple[Callable[..., Any], str]] = {
+    "add_": (_input_add_, "torch.Tensor.add_"), "iadd": (_input_iadd, "torch.Tensor.__iadd__"),
+    "setitem": (_input_setitem, "torch.Tensor.__setitem__"), "copy_": (_input_copy_, "torch.Tensor.copy_"),
+    "out_arg": (_input_out_arg, "torch.add"), "relu_": (_input_relu_, "torch.relu_"),
+    "functional_inplace": (_input_functional_inplace, "torch.nn.functional.relu"),
+    "module_inplace": (_input_module_inplace, "torch.nn.functional.relu"),
+    "through_view": (_input_through_view, "torch.Tensor.mul_"),
+    "through_detach": (_input_through_detach, "torch.Tensor.clamp_"),
+    "unsqueeze_": (_input_unsqueeze_, "torch.Tensor.unsqueeze_"),
+}
+
+
+@pytest.mark.parametrize("name", list(_INPUT_WRITES))
+def test_write_into_model_input_is_refused_naming_op_and_line(name: str) -> None:
+    fn, op = _INPUT_WRITES[name]
+    xs = [_randn(5, 6, seed=k) for k in range(fn.__code__.co_argcount)]
+    before = [x.clone() for x in xs]
+    eager_inputs = [x.clone() for x in xs]
+    fn(*eager_inputs)
+    assert any(not torch.equal(a, b) for a, b in zip(eager_inputs, before, strict=True)), "eager must write its input"
+    pattern = rf"writes in place into its input 'input_0' by {re.escape(op)} at module '<model>' \(.*test_inplace_writes.py:\d+\)"
+    with pytest.raises(ConversionError, match=pattern):
+        torch2trt_lite.convert(_Fn(fn).eval(), xs, backend="sim")
+    for x, b in zip(xs, before, strict=True):  # the traced run wrote into its own copies only
+        assert torch.equal(x, b)
+
+
+def test_write_into_dynamic_or_named_input_is_refused() -> None:
+    spec = [Input((1, 6), (4, 6), (9, 6), example=_randn(4, 6), name="pixels")]
+    with pytest.raises(ConversionError, match=r"its input 'pixels' by torch.Tensor.__setitem__"):
+        torch2trt_lite.convert(_Fn(_input_setitem).eval(), spec, backend="sim", verify=False)
+
+
+def test_check_reports_write_into_input() -> None:
+    report = torch2trt_lite.check(_Fn(_input_add_).eval(), [_randn(5, 6)])
+    assert [u.op for u in report.unsupported] == ["torch.Tensor.add_"]
+    assert "writes in place into its input 'input_0'" in report.unsupported[0].reason
+
+
+def test_write_into_a_clone_of_the_input_converts() -> None:
+    """The fix the error suggests: a copy first; the input's own values are read, never written."""
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        x = x.clone()
+        x[0] = 0
+        x.add_(1)
+        return torch.relu_(x) * 2
+
+    _check(fn, lambda s: [_randn(5, 6, seed=s)])
+
+
 def test_permuted_view_of_fresh_buffer_is_refused_clearly() -> None:
     """A write through a transposed view of a fresh buffer cannot be mapped back onto the buffer: reading
     the buffer is refused (before, its old values went into the engine silently)."""
@@ -400,11 +499,15 @@ def test_write_through_view_builds_on_tensorrt_rtx(fn: Callable[..., Any], xs: l
     sim = torch2trt_lite.define_network(model, fresh(), backend="sim").layers()
     real = torch2trt_lite.define_network(model, fresh(), backend="tensorrt-rtx").layers()
     assert [(t, o) for _, t, o in real] == [(t, o) for _, t, o in sim]
-    try:
-        engine = torch2trt_lite.convert(model, fresh(), backend="tensorrt-rtx", verify=False)
-    except BackendUnavailableError:  # built; a real engine runs only on a supported GPU
+    engine = torch2trt_lite.convert(model, fresh(), backend="tensorrt-rtx", verify=False)
+    assert engine.metadata["backend"] == "tensorrt-rtx" and len(bytes(engine.plan)) > 0
+    examples = [x.example if isinstance(x, Input) else x for x in fresh()]
+    if not engine.runnable:  # a real engine runs only on a supported GPU; the sim cases above ran these models
+        with pytest.raises(BackendUnavailableError):
+            engine(*examples)
         return
-    assert engine.metadata["backend"] == "tensorrt-rtx"
+    device = [x.cuda() for x in examples]
+    torch.testing.assert_close(engine(*device), fn(*[x.clone() for x in device]), **_TOL)
 
 
 def test_write_back_refused_along_dynamic_dim_is_reported_when_the_base_is_read() -> None:
@@ -430,3 +533,68 @@ def test_write_back_refused_along_dynamic_dim_is_reported_when_the_base_is_read(
 
     with pytest.raises(ConversionError, match=r"writing that back into the tensor it views failed: .*step 2"):
         torch2trt_lite.convert(_Fn(base_read).eval(), spec, backend="sim", verify=False)
+
+
+# ----------------------------------------------- writes into results eager returns as views of its own memory
+# F.linear of a 3-D input returns a view of its 2-D result (as einsum, bilinear, avg_pool1d and others do of
+# theirs): a write into the result or into a view of it is followed like a write into any traced tensor.
+_W = _randn(6, 8, seed=7)
+_B = _randn(6, seed=8)
+_FRESH_VIEW_OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "linear_3d": lambda x: nn.functional.linear(x, _W, _B),
+    "linear_4d": lambda x: nn.functional.linear(x[None], _W, _B),
+    "einsum": lambda x: torch.einsum("bij,kj->bik", x, _W),
+    "bilinear": lambda x: nn.functional.bilinear(x, x, _randn(3, 8, 8, seed=9)),
+    "avg_pool1d": lambda x: nn.functional.avg_pool1d(x, 2),
+    "adaptive_avg_pool1d": lambda x: nn.functional.adaptive_avg_pool1d(x, 4),
+    "instance_norm": lambda x: nn.functional.instance_norm(x),
+    "sdpa": lambda x: nn.functional.scaled_dot_product_attention(x, x, x),
+}
+
+
+def _iadd_all(y: torch.Tensor) -> torch.Tensor:
+    y += y.new_ones(y.shape[-1]) * 0.5  # the box-head pattern: y = fc(x); y += b
+    return y
+
+
+def _iadd_row(y: torch.Tensor) -> torch.Tensor:
+    y[0] += 1.0
+    return y
+
+
+def _mul_columns(y: torch.Tensor) -> torch.Tensor:
+    y[..., :2].mul_(2.0)
+    return y * 1.0
+
+
+_WRITES = {"iadd": _iadd_all, "iadd_row": _iadd_row, "mul_columns": _mul_columns}
+
+
+@pytest.mark.parametrize(("op", "write"), [("linear_3d", w) for w in _WRITES] + [
+    (op, "iadd_row") for op in _FRESH_VIEW_OPS if op != "linear_3d"])
+def test_write_into_a_view_of_the_ops_own_result_matches_eager(op: str, write: str) -> None:
+    f = _FRESH_VIEW_OPS[op]
+    with torch.no_grad():
+        assert f(_randn(2, 5, 8))._base is not None, "eager no longer returns a view: the case tests nothing"
+    model = _Fn(lambda x: _WRITES[write](f(x))).eval()
+    engine = torch2trt_lite.convert(model, [_randn(2, 5, 8)], backend="sim")
+    for seed in (0, 1):
+        x = _randn(2, 5, 8, seed=seed)
+        torch.testing.assert_close(engine(x), model(x), rtol=1e-5, atol=1e-5)  # fp32 matmul order
+
+
+def test_write_into_a_linear_result_with_a_dynamic_batch_matches_eager() -> None:
+    lin = nn.Linear(8, 6).eval()
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = lin(x)
+        y[:, 0] += 1.0
+        y += lin.bias
+        return y
+
+    engine = torch2trt_lite.convert(_Fn(fn).eval(), [Input((1, 5, 8), (2, 5, 8), (4, 5, 8), example=_randn(2, 5, 8))],
+                                    backend="sim")
+    with torch.no_grad():
+        for b in (1, 3, 4):
+            x = _randn(b, 5, 8, seed=b)
+            torch.testing.assert_close(engine(x), fn(x), rtol=1e-5, atol=1e-5)

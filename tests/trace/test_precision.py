@@ -103,6 +103,10 @@ def test_bad_precision_values_are_refused() -> None:
     x = torch.randn(1, 3, 8, 8)
     with pytest.raises(torch2trt_lite.Torch2TRTError, match="precision must be 'fp32', 'fp16' or 'bf16'"):
         torch2trt_lite.convert(m, [x], backend="sim", precision="int4")
+    for value, dtype in (("int8", "'int8'"), (torch.int8, "'int8'"), ("fp8", "'fp8'")):  # quantize() is the way
+        with pytest.raises(torch2trt_lite.Torch2TRTError,
+                           match=rf"explicit quantization.*torch2trt_lite\.quantize\(model, calibration_batches, dtype={dtype}\)"):
+            torch2trt_lite.convert(m, [x], backend="sim", precision=value)
     with pytest.raises(torch2trt_lite.Torch2TRTError, match="io_dtype must be"):
         torch2trt_lite.convert(m, [x], backend="sim", precision="fp16", io_dtype=torch.int8)
     with pytest.raises(torch2trt_lite.Torch2TRTError, match="'backbone' is neither a module path.*module paths of this model include"):

@@ -194,3 +194,25 @@ def test_yolo_post_processing() -> None:
         torch.testing.assert_close(trt_loose(_preds(s)), loose(_preds(s)), rtol=1e-5, atol=1e-4)
     assert len(sizes) > 1, f"the uncapped counts are all {sizes}: choose inputs that vary them"
     assert counts == [30, 30, 30]
+
+
+def test_ssd_with_its_default_91_classes() -> None:
+    """torchvision's SSD300 with its default 91 classes: up to 90 x 400 candidates (36,000) reach
+    ``batched_nms``, past TensorRT's 5000-box NMS limit, so the engine runs one NMS batch item per class
+    group (converters/detection.py); classes no box reaches take a top-k of none. The image is resized to
+    160 instead of 300 (CI time); the score head is scaled so that softmax scores spread without ties."""
+    torch.manual_seed(0)
+    m = detection.ssd300_vgg16(weights=None, weights_backbone=None, score_thresh=0.1, detections_per_img=1000)
+    m.transform.min_size, m.transform.max_size = (160,), 160
+    with torch.no_grad():
+        for conv in m.head.classification_head.module_list:
+            conv.weight.mul_(0.3)
+    assert m.head.classification_head.num_columns == 91
+    model = _Wrap(m).eval()
+    x = _image(0, (160, 160))
+    trt = torch2trt_lite.convert(model, [x], backend="sim")
+    with torch.no_grad():
+        for img in (x, _image(1, (160, 160))):
+            want = model(img)
+            assert int(want["labels"].unique().numel()) > 10, "detections of many classes"
+            _assert_same_detections(trt(img), want)

@@ -46,13 +46,14 @@ def family(name: str) -> str:
     return "cnn"
 
 
-def rel_err(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]) -> float | None:
+def rel_err(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor], ints: bool = True) -> float | None:
     """The largest relative error over floating outputs; None when the reference is not finite (fp16
-    overflow in eager PyTorch: there is nothing to compare with)."""
+    overflow in eager PyTorch: there is nothing to compare with). Integer outputs must be equal
+    (unless ``ints`` is False: see ``_ROUNDED_INDICES``)."""
     worst = 0.0
     for key, r in ref.items():
         if not r.is_floating_point():
-            assert torch.equal(got[key], r), f"{key}: integer output differs"
+            assert not ints or torch.equal(got[key], r), f"{key}: integer output differs"
             continue
         r32 = r.float()
         if not torch.isfinite(r32).all():
@@ -72,6 +73,14 @@ _DISCRETE = {
         "detections (score thresholds, top-k, NMS) are discrete decisions that fp16/bf16 rounding changes; "
         "no tolerance applies"
     ),
+}
+
+
+# Models with integer outputs that are positions of float values (the index of a running maximum):
+# rounding to fp16/bf16 makes near-equal values tie or swap, which moves the index; their float outputs
+# are compared as usual, and the indices exactly in fp32 (tests/zoo/test_zoo.py).
+_ROUNDED_INDICES = {
+    "patch_time_series": "cummax indices of a forecast: bf16 rounding makes close values tie (the last wins)",
 }
 
 
@@ -111,8 +120,9 @@ def test_zoo_model_in_reduced_precision(zoo: Zoo, precision: str) -> None:
     low = {"fp16": "HALF", "bf16": "BF16"}[precision]
     assert any(low in dts for _, _, dts in trt.layer_precisions()), "no layer computes in the target type"
     same, far = TOLERANCES[family(zoo.name)][precision]
-    e32 = rel_err(got, ref32)
+    ints = zoo.name not in _ROUNDED_INDICES
+    e32 = rel_err(got, ref32, ints)
     assert e32 is not None and e32 <= far, f"{precision} engine vs fp32 eager: {e32:.3g} > {far}"
-    e_low = rel_err(got, ref_low) if ref_low is not None else None
+    e_low = rel_err(got, ref_low, ints) if ref_low is not None else None
     if e_low is not None:  # None: eager autocast itself overflowed (its fp16 softmax/exp); the engine did not
         assert e_low <= same, f"{precision} engine vs eager autocast: {e_low:.3g} > {same}"

@@ -27,6 +27,7 @@ from torch import nn
 import torch2trt_lite
 from tests.converters.harness import varied
 from tests.weights import nontrivial
+from tests.zoo import longtail_models as longtail
 
 timm = pytest.importorskip("timm", reason="the zoo needs timm: pip install -e '.[test]'")
 transformers = pytest.importorskip("transformers", reason="the zoo needs transformers: pip install -e '.[test]'")
@@ -352,6 +353,12 @@ ZOO = [
     Zoo("hf_dinov2", _dinov2, _image(1, 3, 56, 56)),
     # recurrent
     Zoo("lstm_gru_sequence", SequenceModel, _ids),
+    # the long tail of issue 23 (tests/zoo/longtail_models.py)
+    Zoo("mel_mfcc_front_end", longtail.MelFrontEnd, longtail.waveform),
+    Zoo("embedding_bag_recommender", longtail.Recommender, longtail.recommender_inputs,
+        more_inputs=longtail.recommender_more),
+    Zoo("gru_lstm_cell_loop", longtail.CellLoop, longtail.sequence),
+    Zoo("patch_time_series", longtail.PatchTimeSeries, longtail.series),
 ]
 
 
@@ -413,12 +420,21 @@ def test_zoo_model_matches_eager(zoo: Zoo) -> None:
     _compare(model, trt_model, zoo.more_inputs() if zoo.more_inputs is not None else varied(xs))
 
 
-def test_hf_mask_without_padding_is_refused() -> None:
-    """transformers skips an all-ones mask by reading its values; that would freeze "no mask" into the engine."""
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_hf_mask_without_padding_converts_as_under_tracing(dynamic: bool) -> None:
+    """transformers skips an all-ones mask by reading its values, except while tracing
+    (``is_tracing(padding_mask)``); answered as under tracing (converters/zoo_transformers.py), the
+    engine builds the mask from its input and applies any mask it is given, padded or not."""
     torch.manual_seed(0)
     model = _bert().eval()
-    with pytest.raises(torch2trt_lite.UnsupportedOperatorError, match="attention_mask has no padding"):
-        torch2trt_lite.convert(model, _tokens_unpadded(), backend="sim")
+    xs = _tokens_unpadded()
+    given: list[Any] = xs
+    if dynamic:  # the README's first try: Input ranges, an unpadded example mask
+        given = [torch2trt_lite.Input((1, 2), (1, _SEQ), (2, 32), dtype=x.dtype, example=x, low=lo, high=hi)
+                 for x, (lo, hi) in zip(xs, ((0, _VOCAB), (1, 2)), strict=True)]
+    trt_model = torch2trt_lite.convert(model, given, backend="sim")
+    _compare(model, trt_model, xs)
+    _compare(model, trt_model, _tokens(seed=7, padding=4))  # padding the traced mask did not have
 
 
 def test_converters_do_not_import_transformers() -> None:

@@ -245,6 +245,19 @@ def deferred_weights(backend_name: str, shape: Any, dtype: torch.dtype, fill: An
     return DeferredWeights(shape, dtype, fill)
 
 
+def refit_build_refusal(backend: Backend) -> str | None:
+    """Why ``backend`` cannot build a refittable or weight-stripped engine here (None: it can, or it is
+    not known not to). Measured with TensorRT-RTX 1.7.1.116: its CPU-only builder fails ``REFIT`` and
+    ``STRIP_PLAN`` builds in Myelin (``graph_jit.cpp:278: CHECK(status == CUDA_SUCCESS) failed``) while a
+    plain build of the same network succeeds; the builder's own words follow this reason."""
+    if backend.name != "tensorrt-rtx" or torch.cuda.is_available():
+        return None
+    return (f"TensorRT-RTX {backend.version} without a GPU cannot build refittable (BuilderFlag.REFIT) or "
+            "weight-stripped (BuilderFlag.STRIP_PLAN) engines; build them on a machine with a supported NVIDIA GPU "
+            "(TensorRT-RTX documents both; not yet run here: tools/device_check.sh, step refit), or on the sim "
+            "anywhere (backend='sim')")
+
+
 # ------------------------------------------------------------------------------ logging
 _TRT_LOG = logging.getLogger("torch2trt_lite.tensorrt")
 

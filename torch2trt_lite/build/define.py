@@ -19,10 +19,13 @@ from torch2trt_lite.build.dependence import check_dependence
 from torch2trt_lite.build.inputs import default_names, example_copy
 from torch2trt_lite.errors import ConversionError, Torch2TRTError
 from torch2trt_lite.runtime.structure import decode_tree, dtype_name, encode_tree, tensor_leaves
+from torch2trt_lite.trace import complex_values as _complex
 from torch2trt_lite.trace import precision as _precision
 from torch2trt_lite.trace import shapes as _shapes
 from torch2trt_lite.trace import symbolic as _symbolic
 from torch2trt_lite.trace.context import ConversionContext
+from torch2trt_lite.trace.double import Float64
+from torch2trt_lite.trace.input_writes import InputWrites
 from torch2trt_lite.trace.tracer import Tracer
 
 
@@ -126,12 +129,13 @@ def define(
     output_names: Sequence[str] | None, context_cls: type[ConversionContext] = ConversionContext,
     net_shapes: list[tuple[int, ...]] | None = None, policy: _precision.Policy | None = None,
     out_float: torch.dtype | None = None, input_ranges: dict[str, tuple[_shapes.Shape, _shapes.Shape]] | None = None,
-    in_tree: Any = None,
+    in_tree: Any = None, truncate_double: bool | None = None, value_bounds: dict[str, tuple[int, int]] | None = None,
 ) -> NetworkDefinition:
     """Trace ``model(*xs)`` (the arguments rebuilt by ``in_tree`` where given) into a new network
     of ``be`` whose inputs are ``xs`` (shapes ``net_shapes``: -1 in dynamic dims, whose sizes stay
     symbolic within ``input_ranges``), in ``context_cls``, with the precision ``policy``; floating
-    outputs are cast to ``out_float`` where given. The outputs and value checks are marked."""
+    outputs are cast to ``out_float`` where given; float64 is computed in float32 as ``truncate_double``
+    says (:mod:`torch2trt_lite.trace.double`). The outputs and value checks are marked."""
     names = default_names(input_names, len(xs))
     if len(names) != len(xs) or len(set(names)) != len(names):
         raise Torch2TRTError(f"input_names must be {len(xs)} distinct names, got {names}")
@@ -140,6 +144,8 @@ def define(
     builder = trt.Builder(logger.logger)
     network = builder.create_network(be.network_flags())
     ctx = context_cls(network, trt, be.name, has_plugins=be.has_plugins)
+    ctx.float64 = Float64(truncate_double)
+    ctx.value_bounds = dict(value_bounds or {})  # the Inputs' value ranges: bounds of sizes read from values
     with torch.no_grad():
         traced = [example_copy(x) for x in xs]
         shapes = net_shapes if net_shapes is not None else [tuple(x.shape) for x in traced]
@@ -148,6 +154,7 @@ def define(
         tracer = Tracer(ctx, model if isinstance(model, torch.nn.Module) else None, precision=policy)
         if net_shapes is not None:  # dynamic dims: their sizes stay symbolic while tracing
             _symbolic.SymbolicSizes(ctx, input_ranges or {}).install(tracer, traced)
+        tracer.input_writes = InputWrites(names, traced)  # a write into an input is refused (never lost)
         t_trace = time.perf_counter()
         try:
             args = traced if in_tree is None else list(decode_tree(in_tree, traced))  # NOTE: caches hold `traced`
@@ -162,6 +169,7 @@ def define(
                 "(torch2trt_lite.trace.symbolic); a converter or branch that needs one as a Python number refuses it: "
                 "convert with static shapes for that dim, or a range this model supports)"
             ) from None
+        tracer.input_writes.check(None, "")  # a write no converted call made (the version counters tell)
         t_trace = time.perf_counter() - t_trace
         _symbolic.check_value_reads(ctx)
     tensors = tensor_leaves(out)  # NOTE: encode_tree's order (DynamicCaches included, which pytree does not know)
@@ -170,6 +178,8 @@ def define(
     onames = list(output_names) if output_names is not None else [f"output_{i}" for i in range(len(tensors))]
     if len(onames) != len(tensors) or len(set(onames) | set(names)) != len(onames) + len(names):
         raise Torch2TRTError(f"output_names must be {len(tensors)} distinct names not used by inputs, got {onames}")
+    ctx.float64.check_outputs(list(zip(onames, tensors, strict=True)))  # a float64 output, truncated ops
+    _complex.check_outputs(list(zip(onames, tensors, strict=True)))  # a complex output: TensorRT's are real
     marked: set[int] = set()
 
     def mark(it: Any, name: str) -> Any:
@@ -185,7 +195,7 @@ def define(
     outs = []
     for name, t in zip(onames, tensors, strict=True):
         it = ctx.itensor(t)
-        dtype = t.dtype
+        dtype = t.dtype if t.dtype != torch.float64 else torch.float32  # truncate_double=True: float32
         if out_float is not None and dtype.is_floating_point and dtype != out_float:
             start = ctx.num_layers()
             it, dtype = ctx.cast(it, out_float), out_float  # NOTE: the boundary cast back to the user's type

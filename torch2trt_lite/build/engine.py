@@ -18,8 +18,9 @@ import torch
 from torch2trt_lite._version import __version__
 from torch2trt_lite.backends import Backend
 from torch2trt_lite.build import progress as _progress
+from torch2trt_lite.build import refit as _refit
 from torch2trt_lite.build.define import NetworkDefinition, define, network_layers
-from torch2trt_lite.build.inputs import hull, input_ranges, net_shapes
+from torch2trt_lite.build.inputs import hull, input_ranges, net_shapes, value_bounds
 from torch2trt_lite.build.options import ConvertOptions, Setup, Target
 from torch2trt_lite.build.precision import quantization_info
 from torch2trt_lite.errors import BuildError, ConversionError, Torch2TRTError
@@ -148,10 +149,30 @@ def build_plan(d: NetworkDefinition, config: Any, monitor: Any) -> tuple[Any, fl
             "(return True from it to let the build go on)"
         )
     if plan is None:
-        raise BuildError("building the engine failed: " + ("; ".join(d.logger.errors) or (
+        raise BuildError("building the engine failed: " + (builder_failure(d.logger.errors) or (
             "TensorRT logged no error to torch2trt-lite (a TensorRT Builder or Runtime made earlier in this "
             "process with another logger receives TensorRT's messages instead)")))
     return plan, t_build
+
+
+def builder_failure(errors: list[str]) -> str:
+    """The builder's errors, led by what to do where the cause is known (TensorRT-RTX's target limits)."""
+    import re
+
+    text = "; ".join(errors)
+    gemm = re.search(r"Cannot compile operation '([^']*)' for Turing \(SM75\): FP32 GEMM is not supported", text)
+    if gemm:
+        return (f"TensorRT-RTX cannot compile float32 matrix multiplications (linear, matmul, attention) for "
+                f"Turing GPUs (sm75), and layer '{gemm.group(1)}' is one: convert with precision='fp16' (they then "
+                f"compute in fp16), or leave sm75 out of compute_capabilities. TensorRT-RTX said: {text}")
+    if re.search(r"Cannot compile for target\(s\) sm75\b.*HW-specific datatypes: b16", text):
+        return ("TensorRT-RTX cannot compile bfloat16 for Turing GPUs (sm75, no bf16 hardware): convert with "
+                f"precision='fp16', or leave sm75 out of compute_capabilities. TensorRT-RTX said: {text}")
+    if "generateForCurrent" in text:
+        return ("compute_capabilities='current' builds for this machine's GPU, and TensorRT-RTX could not query it "
+                "(no usable GPU or CUDA driver): name the targets instead, e.g. compute_capabilities=['sm86', "
+                f"'sm89'], or leave the option out for TensorRT-RTX's default targets. TensorRT-RTX said: {text}")
+    return text
 
 
 def engine_meta(
@@ -213,9 +234,15 @@ def build_module(model: Any, setup: Setup, target: Target, options: ConvertOptio
     """Define the network of ``model`` on ``target``'s backend, build it and wrap the plan in a
     TRTModule (``options``: the output names, the timing cache file and ``cuda_graph``)."""
     res, shapes = setup.res, net_shapes(setup.res)
-    d = define(model, res.examples, target.backend, setup.input_names, options.output_names, net_shapes=shapes,
-               policy=setup.policy, out_float=setup.out_float, input_ranges=input_ranges(res, setup.input_names),
-               in_tree=setup.in_tree)
+
+    def traced() -> NetworkDefinition:
+        return define(model, res.examples, target.backend, setup.input_names, options.output_names, net_shapes=shapes,
+                      policy=setup.policy, out_float=setup.out_float, input_ranges=input_ranges(res, setup.input_names),
+                      in_tree=setup.in_tree, truncate_double=options.truncate_double,
+               value_bounds=value_bounds(res, setup.input_names))
+
+    refit = options.refittable or options.strip_weights  # build/refit.py: weights named, recipes recorded
+    d, refit_record = _refit.define_refittable(model, traced) if refit else (traced(), None)
     network, plugin_type = d.network, d.backend.trt.LayerType.PLUGIN_V3
     uses_plugins = any(network.get_layer(i).type == plugin_type for i in range(int(network.num_layers)))
     config = builder_config(d.builder, target.backend, setup.workspace, target.capabilities)
@@ -223,10 +250,19 @@ def build_module(model: Any, setup: Setup, target: Target, options: ConvertOptio
     if shapes is not None or shape_values:
         add_profiles(d.builder, config, d.input_names, res, shape_values)
     timings = timing_cache_load(target.backend, config, options.timing_cache)
-    plan, t_build = build_plan(d, config, target.monitor)
+    if refit:
+        _refit.set_builder_flags(config, target.backend.trt, options.refittable, options.strip_weights)
+    try:
+        plan, t_build = build_plan(d, config, target.monitor)
+    except BuildError as e:
+        raise (_refit.refused_build(target.backend, e, options.strip_weights) if refit else e) from None
     meta = engine_meta(model, d, setup, target, shape_values, uses_plugins)
+    if refit_record is not None:
+        meta["refit"] = {**refit_record, "stripped": bool(options.strip_weights), "identical": not options.refittable}
     t_load = time.perf_counter()
     module = TRTModule(plan, meta, cuda_graph=options.cuda_graph)  # NOTE: TRTModule takes bytes-like plans as they are
+    if options.strip_weights and module.runnable:
+        module.refit(model)  # NOTE: the plan has no weights: the module runs with the model's own
     t_load = time.perf_counter() - t_load
     return Built(module, d, config, timings, {"trace_s": d.trace_s, "build_s": t_build, "load_s": t_load})
 

@@ -158,6 +158,13 @@ def hull(ranges: list[_shapes.Range]) -> dict[str, list[int]]:
     }
 
 
+def value_bounds(res: _shapes.Resolved, names: Sequence[str] | None) -> dict[str, tuple[int, int]]:
+    """Each ``Input`` with ``low``/``high``: the (low, high - 1) its values lie in, by name
+    (the bounds of sizes read from its values, torch2trt_lite/trace/values.py)."""
+    pairs = zip(default_names(names, len(res.examples)), res.bounds or [], res.ranged or [], strict=False)
+    return {name: (int(lo), int(hi) - 1) for name, (lo, hi), ranged in pairs if ranged}
+
+
 def input_ranges(res: _shapes.Resolved, names: Sequence[str] | None) -> dict[str, tuple[_shapes.Shape, _shapes.Shape]]:
     """Each input's (min shape, max shape) over every profile, by name (the ranges of symbolic sizes)."""
     out = {}
@@ -169,5 +176,5 @@ def input_ranges(res: _shapes.Resolved, names: Sequence[str] | None) -> dict[str
 
 __all__ = [
     "as_inputs", "check_model", "default_names", "example_copy", "flat", "hull", "input_ranges", "net_shapes",
-    "resolve_names", "structure",
+    "resolve_names", "structure", "value_bounds",
 ]

@@ -18,9 +18,10 @@ from torch2trt_lite.backends import Backend, parse_compute_capabilities
 from torch2trt_lite.build import progress as _progress
 from torch2trt_lite.build.inputs import as_inputs, resolve_names, structure
 from torch2trt_lite.build.precision import precision_setup
-from torch2trt_lite.errors import Torch2TRTError
+from torch2trt_lite.errors import BackendUnavailableError, Torch2TRTError
 from torch2trt_lite.trace import precision as _precision
 from torch2trt_lite.trace import shapes as _shapes
+from torch2trt_lite.trace.double import check_option
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +48,9 @@ class ConvertOptions:
     int8_mode: bool = False
     int8_calib_dataset: Any = None
     int8_calib_algorithm: Any = None
+    truncate_double: bool | None = None
+    refittable: bool = False
+    strip_weights: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ def prepare(model: Any, inputs: Any, options: ConvertOptions) -> Setup:
     """Check ``inputs`` and the options that shape the network against each other (structure,
     ranges, precision, names, workspace), in the order ``convert`` reports their errors."""
     inputs, in_tree, names = structure(inputs, options.input_names)
+    check_option(options.truncate_double)  # float64: None, True or False (torch2trt_lite.trace.double)
     res = _shapes.resolve(
         as_inputs(inputs, allow_ranges=True), max_batch_size=options.max_batch_size,
         dynamic_batch=options.dynamic_batch, profiles=options.profiles,
@@ -108,7 +113,14 @@ def compute_targets(be: Backend, values: Any) -> list[Any]:
         raise Torch2TRTError(
             f"compute_capabilities= is a TensorRT-RTX option; backend {be.name!r} builds for the GPU at hand"
         )
-    return parse_compute_capabilities(be.trt, values)
+    targets = parse_compute_capabilities(be.trt, values)
+    if any(t.name == "CURRENT" for t in targets) and not torch.cuda.is_available():
+        raise BackendUnavailableError(
+            "compute_capabilities='current' means the GPU of this machine, and it has none "
+            "(torch.cuda.is_available() is False): name the targets instead, e.g. compute_capabilities=['sm86', "
+            "'sm89'] (the CLI: --compute-capability sm86), or leave the option out for TensorRT-RTX's defaults"
+        )
+    return targets
 
 
 __all__ = ["ConvertOptions", "Setup", "Target", "check_workspace", "compute_targets", "prepare", "target"]

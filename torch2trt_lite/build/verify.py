@@ -31,13 +31,14 @@ def verify_dynamic(model: Any, built: Built, setup: Setup, options: ConvertOptio
             return user_model(*[x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs])
 
     if d.backend.name != "sim":  # NOTE: the same network built on the sim, which runs here
-        engine = _on_sim(model, res, setup.input_names, options.output_names)
+        # NOTE: True for the default: its one warning about float64 was given by the first conversion
+        engine = _on_sim(model, res, setup.input_names, options.output_names, options.truncate_double is not False)
     failed: list[ConversionError] = []
     eager = _eager(model, failed)
     try:
-        _shapes.verify(eager, engine, dataclasses.replace(res, bounds=value_ranges(res)))
+        _shapes.verify(eager, engine, dataclasses.replace(res, bounds=value_ranges(res)), failed)
     except ConversionError as e:
-        if failed and e is failed[0]:  # the model itself fails at a size of the range: not a baked size
+        if failed and e is failed[0]:  # the model fails at a size of the range, or the run is too big: not a baked size
             raise
         layers = baked_layers(d.network)
         where = f"; layers with a dynamic input and a static output: {', '.join(layers[:5])}" if layers else ""
@@ -84,15 +85,18 @@ def _eager(model: Any, failed: list[ConversionError]) -> Any:
     return run
 
 
-def _on_sim(model: Any, res: _shapes.Resolved, input_names: Any, output_names: Any) -> Any:
+def _on_sim(model: Any, res: _shapes.Resolved, input_names: Any, output_names: Any,
+            truncate_double: bool | None = None) -> Any:
     """``model`` converted on the sim with ``res``'s profiles, as ``convert(model, res.examples,
     backend="sim", profiles=..., verify=False)`` converts it."""
     options = ConvertOptions(
         backend="sim", input_names=input_names, output_names=output_names, progress=False, verify=False,
         profiles=[[_shapes.Input(*r, dtype=x.dtype) for r, x in zip(p, res.examples, strict=True)]
-                  for p in res.profiles],
+                  for p in res.profiles], truncate_double=truncate_double,
     )
     setup = prepare(model, res.examples, options)
+    # NOTE: the Inputs' value ranges (shape inputs' profiles, bounds of sizes read from values), as converted
+    setup = dataclasses.replace(setup, res=dataclasses.replace(setup.res, bounds=res.bounds, ranged=res.ranged))
     return build_module(model, setup, target(get_backend("sim"), options), options).module
 
 

@@ -32,11 +32,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--warmup", type=int, default=10, help="untimed calls per runner and batch size (default 10)")
     s.add_argument("--iters", type=int, default=50, help="timed calls per runner and batch size (default 50)")
     s.add_argument("--no-compile", action="store_true", help="skip the torch.compile runner")
+    s.add_argument("--compile", action="store_true",
+                   help="also time torch.compile(backend='torch2trt_lite') on the same backend (sim figures labelled)")
     s.add_argument("--dtype", action="append", choices=sorted(DTYPES),
                    help="input dtype, once for every input or once per --shape (default float32); floating "
                    "inputs then take --precision's dtype")
     s.add_argument("--high", type=int, default=100, help="integer inputs are drawn from [0, HIGH) (default 100)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the random example inputs (default 0)")
+    s.add_argument("--seed", type=int, default=0,
+                   help="seed of the random weights and example inputs (default 0)")
     s.add_argument("-o", "--output", metavar="OUT",
                    help="folder for bench.json (results, machine, versions, command) and latency_p50.png")
     s.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
@@ -49,11 +52,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     sizes = parse_batch_sizes(args.batch) if args.batch else None
-    model = load_model(args.model)
+    model = load_model(args.model, args.seed)
     xs = example_inputs(args)
     result = bench(
         model, xs, batch_sizes=sizes, backend=args.backend, warmup=args.warmup, iters=args.iters,
-        compile=not args.no_compile, precision=args.precision, verbose=not args.json,
+        compile=not args.no_compile, precision=args.precision, verbose=not args.json, trt_compile=args.compile,
     )
     result.model = args.model
     result.command = shlex.join(["torch2trt-lite", *sys.argv[1:]]) if _argv_is_bench() else _command(args)
@@ -86,6 +89,8 @@ def _command(args: argparse.Namespace) -> str:
         argv += ["--batch", args.batch]
     if args.no_compile:
         argv.append("--no-compile")
+    if args.compile:
+        argv.append("--compile")
     if args.output:
         argv += ["-o", args.output]
     return shlex.join(argv)

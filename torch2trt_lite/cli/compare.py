@@ -24,9 +24,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--backend", default="auto", choices=["auto", "sim", "tensorrt", "tensorrt-rtx"],
                    help="engine backend (default auto: TensorRT, else TensorRT-RTX, on a GPU; else the sim); "
                    "real backends need a GPU to run the engine")
-    s.add_argument("--tolerance", type=float, default=1e-3,
+    s.add_argument("--tolerance", type=float, default=None,
                    help="largest max relative error (max abs error / the tensor's max magnitude) a tensor may "
-                   "have (default 1e-3)")
+                   "have (default by precision: 1e-3 fp32, 1e-2 fp16, 5e-2 bf16)")
     s.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
     add_precision_arguments(s)
     s.set_defaults(fn=cmd_compare)

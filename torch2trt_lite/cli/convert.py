@@ -41,6 +41,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     trt_model = convert(
         model, specs, backend=args.backend, compute_capabilities=caps or None, max_batch_size=args.max_batch_size,
         progress=args.progress, cache_dir=args.cache_dir, timing_cache=args.timing_cache, **precision_options(args),
+        refittable=args.refittable, strip_weights=args.strip_weights, truncate_double=args.truncate_double,
     )
     report: dict[str, Any] = {
         "model": args.model,
@@ -59,7 +60,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     else:
         report["max_rel_err"] = "not run: the engine needs a supported NVIDIA GPU (none here)"
     if args.output:
-        trt_model.save(args.output)
+        trt_model.save(args.output, weights=not args.strip_weights)
         report["engine"] = args.output
     if args.plan:
         trt_model.save_plan(args.plan)
@@ -80,6 +81,8 @@ def _specs(args: argparse.Namespace, xs: list[torch.Tensor]) -> list[Any]:
 
 def cmd_check(args: argparse.Namespace) -> int:
     model, xs = model_and_inputs(args)
+    if args.compile:
+        return _check_compiled(args, model, xs)
     report = check(model, _specs(args, xs), max_batch_size=args.max_batch_size)
     print(report)
     if report.dynamic:
@@ -87,10 +90,41 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _check_compiled(args: argparse.Namespace, model: Any, xs: list[torch.Tensor]) -> int:
+    """``check --compile``: one call through ``torch.compile(backend="torch2trt_lite")``, then its report
+    (a --shape range marks that dim dynamic with its bounds); exit 1 where an op runs in PyTorch."""
+    import torch._dynamo
+
+    from torch2trt_lite.compile import compile_backend, compile_report
+
+    def dynamic(x: torch.Tensor, d: int, lo: int, hi: int) -> None:
+        if x.shape[d] >= 2:  # NOTE: dynamo specializes sizes 0 and 1: such an example stays static there
+            torch._dynamo.mark_dynamic(x, d, min=max(lo, 2), max=hi)
+
+    for text, x in zip(args.shape, xs, strict=True):
+        mn, _, mx = parse_range(text)
+        for d, (a, b) in enumerate(zip(mn, mx, strict=True)):
+            if a != b:
+                dynamic(x, d, a, b)
+    if args.max_batch_size:
+        for x in xs:
+            dynamic(x, 0, 1, args.max_batch_size)
+    compile_report(clear=True)
+    with torch.no_grad():
+        torch.compile(model, backend=compile_backend(backend=args.backend))(*xs)
+    report = compile_report()
+    print(report)
+    return 0 if all(g.trt_ops == g.ops for g in report.graphs) else 1
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     meta, plan = engine_file.read(args.engine)
     layers = meta.get("layers", [])
     meta = {k: v for k, v in meta.items() if k not in ("out_tree", "layers")}
+    if isinstance(meta.get("refit"), dict):  # the recipes are for refit, not for reading: a summary
+        rec = meta["refit"]
+        meta["refit"] = {"weights": len(rec.get("weights", [])), **{k: rec[k] for k in
+                         ("stripped", "identical", "fingerprint", "frozen") if k in rec}}
     if layers:
         counts: dict[str, int] = {}
         for _, _, dts in layers:
@@ -122,7 +156,20 @@ def add_parsers(sub: Any) -> None:
             s.add_argument("--cache-dir", help="reuse engines built before from this folder (keyed by model, "
                            "inputs, options and backend)")
             s.add_argument("--timing-cache", help="TensorRT's kernel timing cache file, read and written")
+            s.add_argument("--refittable", action="store_true",
+                           help="an engine whose weights `refit` replaces without a rebuild")
+            s.add_argument("--strip-weights", action="store_true",
+                           help="write the engine file without its weights (load it with weights=; see README)")
+            s.add_argument("--truncate-double", action=argparse.BooleanOptionalAction, default=None,
+                           help="float64 computed in float32, outputs too (default: intermediates only, with a "
+                           "warning; --no-truncate-double refuses float64)")
             add_precision_arguments(s)
+        if name == "check":
+            s.add_argument("--compile", action="store_true",
+                           help="run the model once through torch.compile(backend='torch2trt_lite') and print "
+                           "what runs where: graph breaks, blocks, the ops kept in PyTorch and why")
+            s.add_argument("--backend", default="auto", choices=["auto", "sim", "tensorrt", "tensorrt-rtx"],
+                           help="with --compile: the blocks' engine backend (default auto)")
         s.add_argument("--max-batch-size", type=int, metavar="N",
                        help="dim 0 of every input ranges over [1, N] (torch2trt's max_batch_size)")
         s.set_defaults(fn=fn)

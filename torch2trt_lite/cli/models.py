@@ -49,10 +49,13 @@ MODEL_SPECS = (
 )
 
 
-def load_model(spec: str) -> torch.nn.Module:
-    """A model from a spec (see ``MODEL_SPECS``), in eval mode."""
+def load_model(spec: str, seed: int = 0) -> torch.nn.Module:
+    """A model from a spec (see ``MODEL_SPECS``), in eval mode. Random weights are drawn after
+    ``torch.manual_seed(seed)``: the same spec gives the same model on every run (so ``compare`` is
+    reproducible and ``convert --cache-dir`` finds the engine it built before)."""
     if ":" not in spec:
         raise Torch2TRTError(f"model {spec!r}: expected one of {MODEL_SPECS}")
+    torch.manual_seed(seed)
     mod_name, attr = spec.split(":", 1)
     if mod_name == "torchvision":
         try:
@@ -153,7 +156,7 @@ def example_inputs(args: argparse.Namespace) -> list[torch.Tensor]:
 def model_and_inputs(args: argparse.Namespace) -> tuple[torch.nn.Module, list[torch.Tensor]]:
     """The model of ``args.model`` (cast to the inputs' floating dtype) and its example inputs,
     checked to run in eager PyTorch (a clear :class:`Torch2TRTError` otherwise)."""
-    model = load_model(args.model)
+    model = load_model(args.model, args.seed)
     xs = example_inputs(args)
     floats = {x.dtype for x in xs if x.is_floating_point()}
     if len(floats) > 1:
@@ -181,7 +184,8 @@ def add_model_arguments(s: argparse.ArgumentParser) -> None:
                    help="input dtype: once for every input, or once per --shape in order (default float32; "
                    "float16/bfloat16 also cast the model)")
     s.add_argument("--high", type=int, default=100, help="integer inputs are drawn from [0, HIGH) (default 100)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the random example inputs (default 0)")
+    s.add_argument("--seed", type=int, default=0,
+                   help="seed of the random weights (torchvision:, timm:, hf: specs) and example inputs (default 0)")
 
 
 def add_precision_arguments(s: argparse.ArgumentParser) -> None:

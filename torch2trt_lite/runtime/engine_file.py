@@ -11,15 +11,18 @@ Layout (file format version 2)::
                   files written before it have none) lists the dynamic input dims duck sizing took for
                   one size, ``[{"dims": [[input name, dim], ...], "min": lo, "max": hi}, ...]`` (traced
                   at the same size, so the engine assumes they are equal, within [lo, hi]:
-                  ``TRTModule`` checks it on every call)
+                  ``TRTModule`` checks it on every call); ``refit`` (optional: refittable engines)
+                  the named weights, their recipes and fingerprint, and ``stripped`` for a plan
+                  without them (:mod:`torch2trt_lite.runtime.refit`, which checks it)
     plan bytes    exactly what ``build_serialized_network`` returned
 
 Every byte is covered by a checksum: the header's SHA-256 covers the fixed prefix and the header,
 the header's ``plan_sha256`` covers the plan. Loading checks, in this order and before anything is
 allocated from what the file claims: the magic and version, the header length against the file's
 real size, the header checksum, the header against its schema (:func:`validate_header`), the plan
-length against the file's real size, then the plan's SHA-256 (streamed, in small pieces), and only
-then reads the plan into memory. Version 1 files (no header checksum) are refused with a message.
+length against the file's real size, the plan's first bytes against its backend's (:func:`check_plan_start`:
+a huge file is refused before it is hashed), then the plan's SHA-256 (streamed, in small pieces), and
+only then reads the plan into memory. Version 1 files (no header checksum) are refused with a message.
 
 ``write`` writes an engine file, ``atomic_write`` the bare plan for ``trtexec``, Triton Inference
 Server or C++. Writes are atomic: a temporary file ``.t2tl-<host>-<pid>-<random>.tmp`` in the same
@@ -261,6 +264,8 @@ def _unpack(f: Any, size: int, source: str, validate: Validator | None) -> tuple
             f"{source}: file is truncated or has trailing data: plan is {size - end} bytes, header says "
             f"{header['plan_nbytes']}"
         )
+    check_plan_start(f.read(_PLAN_START), header, size - end, source)  # NOTE: before hashing a huge plan
+    f.seek(end)
     h = hashlib.sha256()
     piece = bytearray(min(_CHUNK, size - end))
     view = memoryview(piece)
@@ -279,6 +284,36 @@ def _unpack(f: Any, size: int, source: str, validate: Validator | None) -> tuple
     if f.readinto(plan) != len(plan) or f.read(1):
         raise EngineFileError(f"{source}: file changed size while it was read")
     return header, plan
+
+
+# The first bytes of a backend's plan: its magic, and for the sim's own container its declared
+# header length (sim/_plan.py: magic, u32 version, u64 header length, ..., a 4- or 32-byte checksum).
+_PLAN_START = 20
+_PLAN_MAGIC = {"sim": SIM_PLAN_MAGIC, "tensorrt-rtx": b"vtrt"}
+
+
+def check_plan_start(start: bytes, header: dict[str, Any], nbytes: int, source: str) -> None:
+    """Refuse a plan whose first bytes cannot start a plan of the header's backend (its magic; for
+    the sim, a container version and header length that fit in ``nbytes``), before the plan is
+    hashed: a file of gigabytes with a valid header is refused at once instead of after reading it
+    all. Backends whose plan layout is not known here (full TensorRT) pass."""
+    magic = _PLAN_MAGIC.get(str(header.get("backend")))
+    if magic is None:
+        return
+    if not start.startswith(magic):
+        raise EngineFileError(
+            f"{source}: the plan does not start as a {header['backend']} plan does (magic {start[:len(magic)]!r}, "
+            f"expected {magic!r}); {_FIX}"
+        )
+    if header["backend"] == "sim":
+        if len(start) < _PLAN_START:
+            raise EngineFileError(f"{source}: the sim plan is truncated ({nbytes} bytes); {_FIX}")
+        version, n = struct.unpack_from("<IQ", start, len(magic))
+        if version not in (1, 2) or _PLAN_START + n + 4 > nbytes:
+            raise EngineFileError(
+                f"{source}: the sim plan declares container version {version} and a {n}-byte header, which do "
+                f"not fit its {nbytes} bytes; {_FIX}"
+            )
 
 
 def parse_json(body: bytes | bytearray | memoryview, what: str) -> Any:
@@ -592,8 +627,11 @@ def _validate_tuple_type(node: dict[str, Any], n: int, where: str, source: str, 
     if "return_type" in node:
         rt = node["return_type"]
         cls = getattr(torch.return_types, rt, None) if isinstance(rt, str) and rt.isidentifier() else None
-        if not (isinstance(cls, type) and issubclass(cls, tuple)):
+        if not (isinstance(cls, type) and issubclass(cls, tuple) and _is_int(getattr(cls, "n_sequence_fields", None))):
             raise _bad(source, f"{where}.return_type", "the name of a torch.return_types type", rt)
+        arity = getattr(cls, "n_sequence_fields", None)
+        if n != arity:  # NOTE: else decode_tree's cls(items) raises TypeError at the first call
+            raise _bad(source, f"{where}.tuple", f"{arity} items (torch.return_types.{rt})", n)
     if "namedtuple" in node:
         name, fields = node["namedtuple"], node.get("fields")
         if not (_name(name) and name.isidentifier() and not keyword.iskeyword(name)):

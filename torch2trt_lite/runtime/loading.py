@@ -13,10 +13,17 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite.backends import REAL_BACKENDS, Backend, CapturingLogger, real_backend, sim_backend
+from torch2trt_lite.backends import (
+    REAL_BACKENDS,
+    Backend,
+    CapturingLogger,
+    real_backend,
+    sim_backend,
+    torch_dtype,
+)
 from torch2trt_lite.errors import BackendUnavailableError, EngineFileError, Torch2TRTError
 from torch2trt_lite.runtime import engine_file
-from torch2trt_lite.runtime.structure import DTYPES
+from torch2trt_lite.runtime.structure import DTYPES, dtype_name
 
 FORMAT = 1  # the engine metadata's "format"
 
@@ -130,13 +137,15 @@ def prepare(plan: Any, meta: Any, verified: bool = False, source: str = "TRTModu
             raise EngineFileError(
                 "the backend could not create an execution context: " + ("; ".join(log.errors) or "no reason given")
             )
-        _check_engine_io(engine, meta)
+        _check_engine_io(engine, meta, backend.trt)
     # NOTE: with no GPU a real engine is kept as its plan: it can be saved and described, not run.
     return Loaded(plan, meta, backend, log, runtime, engine, context, sha)
 
 
-def _check_engine_io(engine: Any, meta: dict[str, Any]) -> None:
-    """The metadata's inputs and outputs must be the engine's (else forward would fail later)."""
+def _check_engine_io(engine: Any, meta: dict[str, Any], trt: Any) -> None:
+    """The metadata's inputs and outputs must be the engine's: the same names, each an input or an
+    output as the engine declares it, of its dtype and its rank, with the engine's static dims (else
+    forward would fail later, or return the engine's values as another dtype or structure)."""
     names = [engine.get_tensor_name(i) for i in range(int(engine.num_io_tensors))]
     want = [i["name"] for i in meta["inputs"]] + [o["name"] for o in meta["outputs"]]
     missing = [n for n in want if n not in names]
@@ -145,4 +154,32 @@ def _check_engine_io(engine: Any, meta: dict[str, Any]) -> None:
             f"engine metadata names I/O tensors {missing} that the engine does not have (it has {names}); the "
             "metadata belongs to another engine"
         )
-
+    extra = [n for n in names if n not in want]
+    if extra:
+        raise EngineFileError(
+            f"the engine has I/O tensors {extra} that its metadata does not name (it names {want}); the metadata "
+            "belongs to another engine or is corrupt"
+        )
+    for key, mode in (("inputs", trt.TensorIOMode.INPUT), ("outputs", trt.TensorIOMode.OUTPUT)):
+        for k, spec in enumerate(meta[key]):
+            name = spec["name"]
+            where = f"engine metadata {key}[{k}] ({name!r})"
+            if engine.get_tensor_mode(name) != mode:
+                raise EngineFileError(f"{where}: the engine has it as an {'output' if key == 'inputs' else 'input'}; "
+                                      "the metadata is corrupt or belongs to another engine")
+            dt = dtype_name(torch_dtype(engine.get_tensor_dtype(name)))
+            if spec["dtype"] != dt:
+                raise EngineFileError(f"{where}: dtype {spec['dtype']}, but the engine's is {dt}; the metadata is "
+                                      "corrupt or belongs to another engine")
+            shape = [int(d) for d in engine.get_tensor_shape(name)]
+            if key == "inputs":  # a static dim of the engine: the input's range is that one size
+                got = f"range {spec['min']} to {spec['max']}"
+                ok = len(spec["min"]) == len(shape) and all(
+                    e == -1 or lo == hi == e for lo, hi, e in zip(spec["min"], spec["max"], shape, strict=True))
+            else:  # a dim static on one side only: the engine's static size where the network's was -1
+                got = f"shape {spec['shape']}"
+                ok = len(spec["shape"]) == len(shape) and all(
+                    -1 in (m, e) or m == e for m, e in zip(spec["shape"], shape, strict=True))
+            if not ok:
+                raise EngineFileError(f"{where}: {got} does not fit the engine's shape {shape} (-1: dynamic); the "
+                                      "metadata is corrupt or belongs to another engine")

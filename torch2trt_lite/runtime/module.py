@@ -16,8 +16,15 @@ from typing import Any
 import torch
 
 from torch2trt_lite.backends import Backend
-from torch2trt_lite.errors import EngineFileError, EngineStateError, RuntimeExecutionError, Torch2TRTError
+from torch2trt_lite.errors import (
+    EngineFileError,
+    EngineRefitError,
+    EngineStateError,
+    RuntimeExecutionError,
+    Torch2TRTError,
+)
 from torch2trt_lite.runtime import engine_file
+from torch2trt_lite.runtime import refit as _refit
 from torch2trt_lite.runtime.binding import check_assertions, check_inputs, execute
 from torch2trt_lite.runtime.cuda_graph import check_graph_backend, replay
 from torch2trt_lite.runtime.loading import Loaded, prepare
@@ -200,16 +207,41 @@ class TRTModule(torch.nn.Module):
         return decode_tree(st.meta["out_tree"], leaves)
 
     # ---------------------------------------------------------------------- persistence
-    def save(self, path: str | os.PathLike[str]) -> None:
+    def save(self, path: str | os.PathLike[str], *, weights: bool = True) -> None:
         """Write a standalone engine file (header + plan), atomically.
 
         A new file gets the mode the umask gives, an existing one keeps its mode; errors are
-        :class:`EngineFileError` naming ``path``.
+        :class:`EngineFileError` naming ``path``. ``weights=False`` (a refittable engine): the file
+        leaves out the refittable weights (its header says so: ``refit.stripped``), and
+        ``torch2trt_lite.load(path, weights=model_or_state_dict)`` supplies them.
         """
         st = self._st
         if st is None or not st.plan:
             raise Torch2TRTError("this TRTModule holds no engine to save")
+        stripped = bool((st.meta.get("refit") or {}).get("stripped"))
+        if weights and stripped:
+            raise EngineRefitError(
+                "this engine's plan was built without its weights (strip_weights=True, no GPU here to refit it): "
+                "save(path, weights=False)"
+            )
+        if not weights and not stripped:
+            meta = {**st.meta, "refit": {**_refit.record(st.meta), "stripped": True}}
+            engine_file.write(path, meta, _refit.stripped_plan(st))
+            return
         engine_file.write(path, st.meta, st.plan, plan_sha256=st.sha256())
+
+    def refit(self, weights: Any) -> TRTModule:
+        """Replace the engine's weights with those of ``weights`` (a model of the converted architecture,
+        or its state dict) without a rebuild; returns ``self``. Every weight computed from the
+        parameters is recomputed through its recorded transform (:mod:`torch2trt_lite.runtime.refit`).
+        A key, shape or type that does not fit, or an engine converted without ``refittable=True``, is an
+        :class:`EngineRefitError`, and the module keeps working with its old weights. The refit is done on
+        a copy of the engine, swapped in whole (a call already running finishes with the old weights)."""
+        st = self._st
+        if st is None:
+            raise EngineRefitError("this TRTModule holds no engine to refit")
+        self._install(_refit.refitted(st, weights))
+        return self
 
     def export_triton(self, repo: str | os.PathLike[str], name: str, **options: Any) -> str:
         """Write a Triton Inference Server model repository entry ``repo/name`` (``config.pbtxt`` and
@@ -226,11 +258,12 @@ class TRTModule(torch.nn.Module):
         engine_file.atomic_write(path, st.plan)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, cuda_graph: bool = False) -> TRTModule:
+    def load(cls, path: str | os.PathLike[str], *, cuda_graph: bool = False, weights: Any = None) -> TRTModule:
+        """An engine file's module; ``weights`` (a model or state dict) refits it (see :meth:`refit`)."""
         meta, plan = engine_file.read(path)  # NOTE: checks the header's schema and the plan's SHA-256
         module = cls(cuda_graph=cuda_graph)
         check_graph_backend(module._cuda_graph, meta)
-        module._install(prepare(plan, meta, verified=True, source=os.fspath(path)))
+        module._install(_refit.loaded(plan, meta, weights, os.fspath(path)))
         return module
 
     # ---------------------------------------------------------------------------- pickling

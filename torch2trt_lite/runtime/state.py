@@ -3,11 +3,18 @@ tensors) and what pickling keeps (the plan bytes and the metadata).
 
 Both record the plan's size and SHA-256 in the metadata; reading them back checks the plan against
 them and deserializes it through :func:`~torch2trt_lite.runtime.loading.prepare`, which changes
-nothing on failure.
+nothing on failure (and cross-checks the metadata's inputs and outputs against the engine's).
+
+A state dict's metadata also carries its own checksum, ``metadata_sha256``: the SHA-256 of the rest
+of it as canonical JSON (sorted keys). ``load_state_dict`` refuses metadata without it or that does
+not match it, as an engine file refuses a header whose checksum does not match: a flipped byte in
+the output structure or a dtype would otherwise load and run (the plan does not record the output
+structure).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -17,15 +24,54 @@ from torch2trt_lite.errors import EngineFileError, Torch2TRTError
 from torch2trt_lite.runtime.cuda_graph import check_graph_backend
 from torch2trt_lite.runtime.loading import Loaded, prepare
 
+META_SHA256 = "metadata_sha256"  # the state dict metadata's own checksum (see the module docstring)
+
 
 def _meta_with_plan(st: Loaded) -> dict[str, Any]:
     return dict(st.meta, plan_nbytes=len(st.plan), plan_sha256=st.sha256())
 
 
+def meta_digest(meta: dict[str, Any]) -> str:
+    """SHA-256 of ``meta`` as canonical JSON (sorted keys, ``json.dumps``' defaults)."""
+    try:
+        text = json.dumps(meta, sort_keys=True)
+    except (RecursionError, ValueError, TypeError):
+        raise EngineFileError("the metadata cannot be written as JSON (nested too deeply or not plain data)") from None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sealed_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with its checksum ``metadata_sha256`` (as ``state_dict()`` writes it)."""
+    body = {k: v for k, v in meta.items() if k != META_SHA256}
+    return dict(body, **{META_SHA256: meta_digest(body)})
+
+
+def unsealed_meta(meta: Any, key: str) -> dict[str, Any]:
+    """State dict metadata ``meta`` (under ``key``) without its checksum, checked against it."""
+    if not isinstance(meta, dict):
+        raise EngineFileError(f"{key!r} must hold a JSON object (as state_dict() writes it), got {type(meta).__name__}")
+    body = {k: v for k, v in meta.items() if k != META_SHA256}
+    sha = meta.get(META_SHA256)
+    if not isinstance(sha, str):
+        raise EngineFileError(
+            f"{key!r} has no metadata checksum ({META_SHA256}): it was edited, is corrupt, or was saved by a "
+            "torch2trt-lite older than the checksum. Save the state dict again from a TRTModule (or build the "
+            "module with TRTModule(plan, metadata), which checks the plan against the metadata but cannot "
+            "check the metadata itself)"
+        )
+    got = meta_digest(body)
+    if got != sha:
+        raise EngineFileError(
+            f"{key!r}: metadata checksum mismatch (it says {sha[:16]}..., its content hashes to {got[:16]}...): "
+            "the metadata is corrupt or was edited; save the state dict again from a TRTModule"
+        )
+    return body
+
+
 def save_entries(st: Loaded, destination: Any, prefix: str) -> None:
     """Write engine ``st`` into a state dict: ``prefix + "engine"`` (the plan) and ``prefix + "metadata"``
     (its JSON), both 1-D uint8 tensors."""
-    meta = _meta_with_plan(st)
+    meta = sealed_meta(_meta_with_plan(st))
     destination[prefix + "engine"] = torch.frombuffer(bytearray(st.plan), dtype=torch.uint8)
     destination[prefix + "metadata"] = torch.frombuffer(bytearray(json.dumps(meta).encode()), dtype=torch.uint8)
 
@@ -59,6 +105,7 @@ def load_entries(
             raise EngineFileError(f"{mk!r} is corrupt (nested too deeply)") from None
         except ValueError as e:
             raise EngineFileError(f"{mk!r} is not JSON ({e})") from None
+        meta_d = unsealed_meta(meta_d, mk)
         check_graph_backend(cuda_graph, meta_d)
         return prepare(plan, meta_d, source=f"state dict {prefix or '<root>'}")
     except Torch2TRTError as e:

@@ -209,6 +209,8 @@ def as_dims(value: Any, what: str = "dims") -> tuple[int, ...]:
 class Weights:
     """Constant data for a layer: wraps a numpy array (the sim also accepts a torch tensor)."""
 
+    _name: str | None = None  # set by INetworkDefinition.set_weights_name (refit)
+
     def __init__(self, a: Any = None, *args: Any) -> None:
         if args:
             raise NetworkDefinitionError("sim Weights cannot be built from a raw pointer; pass an array")

@@ -6,11 +6,22 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..errors import NetworkDefinitionError
 from . import _dtypes
-from ._core import PROBE_SIZES, ILayer, ITensor, TensorInfo, _log, as_dims, field_property
+from ._core import (
+    PROBE_SIZES,
+    DeferredWeights,
+    ILayer,
+    ITensor,
+    TensorInfo,
+    Weights,
+    _log,
+    as_dims,
+    field_property,
+)
 from ._enums import DataType, NetworkDefinitionCreationFlag, Severity
 from .layers import MIXINS
 
@@ -195,7 +206,28 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
         return bool(self._flags & (1 << int(flag)))
 
     def mark_weights_refittable(self, name: str) -> bool:
+        """With ``BuilderFlag.REFIT_INDIVIDUAL``: the weights named ``name`` (set_weights_name) are refittable."""
+        if not any(getattr(w, "_name", None) == name for layer in self._layers for w in layer._a.values()):
+            _log(self._logger, Severity.ERROR, f"markWeightsRefittable: no weights are named '{name}'")
+            return False
         self._refittable.add(str(name))
+        return True
+
+    def set_weights_name(self, weights: Any, name: str) -> bool:
+        """Name every current use of ``weights`` (matched by their memory, as TensorRT does); False,
+        with the reason logged, where no layer uses them or ``name`` names other weights."""
+        uses = _weight_uses(self._layers, weights)
+        if not uses:
+            _log(self._logger, Severity.ERROR, f"setWeightsName: weights '{name}' are not used by the network")
+            return False
+        ptrs = {_weights_ptr(w) for w in uses}
+        for layer in self._layers:
+            for w in layer._a.values():
+                if getattr(w, "_name", None) == name and _weights_ptr(w) not in ptrs:
+                    _log(self._logger, Severity.ERROR, f"setWeightsName: the name '{name}' names other weights")
+                    return False
+        for w in uses:
+            w._name = str(name)
         return True
 
     def unmark_weights_refittable(self, name: str) -> bool:
@@ -271,3 +303,21 @@ class INetworkDefinition(*MIXINS):  # type: ignore[misc]
     def flags(self) -> int:
         return self._flags
 
+
+def _weights_ptr(w: Any) -> Any:
+    """The memory of weights (a sim Weights, numpy array or torch tensor); deferred weights by identity."""
+    if isinstance(w, DeferredWeights):
+        return ("deferred", id(w))
+    if isinstance(w, Weights):
+        w = w._tensor()
+    if isinstance(w, torch.Tensor):
+        return (w.data_ptr(), w.numel()) if w.numel() else None
+    arr = np.asarray(w)
+    return (arr.__array_interface__["data"][0], arr.size) if arr.size else None
+
+
+def _weight_uses(layers: list[Any], weights: Any) -> list[Weights]:
+    key = _weights_ptr(weights)
+    if key is None:
+        return []
+    return [w for layer in layers for w in layer._a.values() if isinstance(w, Weights) and _weights_ptr(w) == key]

@@ -67,9 +67,10 @@ _ALIGN = 64  # blob offsets are aligned so a loaded plan's weights are zero-copy
 class _Blobs:
     """The weights of a plan: (offset, uint8 view) pairs at ``_ALIGN``-aligned offsets (no copies)."""
 
-    def __init__(self) -> None:
+    def __init__(self, refit: Any = None) -> None:
         self.parts: list[tuple[int, torch.Tensor | DeferredWeights]] = []
         self.size = 0
+        self.refit: _RefitPlan | None = refit  # named (refittable) weights: recorded, or left out (STRIP_PLAN)
 
     def add(self, t: torch.Tensor) -> tuple[int, int]:
         t = t.detach().contiguous().cpu()
@@ -98,6 +99,9 @@ def encode_value(v: Any, blobs: _Blobs) -> Any:
         return v
     if isinstance(v, _TrtEnum):
         return {"__e__": f"{type(v).__qualname__}.{v.name}"}
+    name = getattr(v, "_name", None) if isinstance(v, Weights) else None
+    if name is not None and blobs.refit is not None and blobs.refit.takes(name):
+        return blobs.refit.encode(v, name, blobs)
     if isinstance(v, DeferredWeights) and v._cached is None:
         off, n = blobs.add_deferred(v)
         return {"__w__": [off, n], "dtype": v.dtype.name, "shape": list(v._shape())}
@@ -131,6 +135,10 @@ def decode_value(v: Any, blob: torch.Tensor) -> Any:
             if members is None or member not in members.__members__:
                 raise EngineFileError(f"plan is corrupt: unknown enum value {str(ref)[:80]!r}")
             return members[member]
+        if "__s__" in v:  # a weight left out of the plan (STRIP_PLAN / EXCLUDE_WEIGHTS): refit supplies it
+            if not (isinstance(v["__s__"], str) and _dtype_name(v.get("dtype")) and _shape_ok(v.get("shape"), 0)):
+                raise EngineFileError("plan is corrupt: a stripped weight record is malformed")
+            return StrippedWeights(v["__s__"], DataType.__members__[v["dtype"]], tuple(v["shape"]))
         if "__w__" in v or "__t__" in v:
             pos = v.get("__w__") or v.get("__t__")
             shape: Any = v.get("shape")
@@ -156,6 +164,8 @@ def decode_value(v: Any, blob: torch.Tensor) -> Any:
                 return t
             w = Weights.__new__(Weights)  # NOTE: t is already a contiguous CPU tensor of the right type
             w._t, w._dtype = t, dt
+            if isinstance(v.get("name"), str):
+                w._name = v["name"]
             return w
         if "__d__" in v:
             if not isinstance(v["__d__"], list):
@@ -290,7 +300,7 @@ def _build(network: Any, config: Any, api_version: str, alloc: Any, phases: Any,
 
     for t in network._inputs:
         tid(t)
-    blobs = _Blobs()
+    blobs = _Blobs(_RefitPlan.of(network, config))
     step_layers = "Processing layers"
     with phases.phase(step_layers, len(layers)):
         recs = _records(layers, blobs, tid, phases, step_layers)
@@ -344,6 +354,104 @@ def _serialize(
         ],
         "layers": recs,
     }
+    if blobs.refit is not None:
+        header["refit"] = blobs.refit.header()
+    return _pack(header, blobs, alloc)
+
+
+def reserialize(header: dict[str, Any], layers: list[ILayer], strip: bool, alloc: Any = bytearray) -> Any:
+    """The plan of a deserialized engine again, with its layers' current weights (after a refit);
+    ``strip``: its refittable weights left out (``SerializationFlag.EXCLUDE_WEIGHTS``)."""
+    old = header.get("refit") or {}
+    refit = _RefitPlan(str(old.get("mode", "")), set(old.get("weights", {})), strip, crcs=dict(old.get("weights", {})))
+    blobs = _Blobs(refit if old else None)
+    recs = []
+    for rec, layer in zip(header["layers"], layers, strict=True):
+        # NOTE: extra states are plain JSON (no weights), so they are kept as they were
+        recs.append({**rec, "attrs": {k: encode_value(v, blobs) for k, v in layer._a.items()}})
+    new = {**header, "layers": recs}
+    if old:
+        new["refit"] = refit.header()
+    return _pack(new, blobs, alloc)
+
+
+class StrippedWeights(Weights):
+    """A refittable weight left out of a plan: its name, type and shape, no values (refit supplies them)."""
+
+    _stripped = True
+
+    def __init__(self, name: str, dtype: Any, shape: tuple[int, ...]) -> None:
+        self._name, self._dtype, self._dims = name, dtype, shape
+
+    @property
+    def _t(self) -> torch.Tensor:  # type: ignore[override]
+        raise NetworkDefinitionError(
+            f"weights '{self._name}' were stripped from this plan: refit the engine (Refitter.set_named_weights, "
+            "refit_cuda_engine) before running it"
+        )
+
+    def _shape(self) -> tuple[int, ...]:
+        return self._dims
+
+    def __len__(self) -> int:
+        return int(np.prod(self._dims, dtype=np.int64))
+
+    @property
+    def size(self) -> int:
+        return len(self)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self) * torch.empty((), dtype=_dtypes.torch_dtype(self._dtype)).element_size()
+
+
+class _RefitPlan:
+    """The refittable weights of one plan: the refit mode of its builder flags, which named weights
+    it takes (all, or with ``REFIT_INDIVIDUAL`` those marked refittable), whether they are left out
+    (``STRIP_PLAN``), and each one's CRC-32 (``REFIT_IDENTICAL`` refits must supply the same values)."""
+
+    def __init__(self, mode: str, names: set[str] | None, strip: bool, crcs: dict[str, int] | None = None) -> None:
+        self.mode, self.names, self.strip = mode, names, strip
+        self.crcs: dict[str, int] = dict(crcs or {})
+        self.seen: dict[str, int] = {}
+
+    @classmethod
+    def of(cls, network: Any, config: Any) -> _RefitPlan | None:
+        flags = ENUMS["BuilderFlag"]
+        mode = next((m for m in ("REFIT_IDENTICAL", "REFIT", "REFIT_INDIVIDUAL")
+                     if m in flags.__members__ and config.get_flag(flags[m])), None)
+        if mode is None:
+            return None
+        names = set(network._refittable) if mode == "REFIT_INDIVIDUAL" else None
+        return cls(mode, names, bool(config.get_flag(flags["STRIP_PLAN"])))
+
+    def takes(self, name: str) -> bool:
+        return self.names is None or name in self.names
+
+    def encode(self, w: Weights, name: str, blobs: _Blobs) -> Any:
+        shape = list(w._shape())
+        if isinstance(w, StrippedWeights):
+            crc = self.crcs.get(name, 0)
+        else:
+            t = w._tensor().detach().contiguous().cpu()
+            crc = crc32(t.reshape(-1).view(torch.uint8).numpy().data) if t.numel() else 0
+        if self.seen.setdefault(name, crc) != crc:
+            raise BuildError(f"weights named '{name}' hold different values in two layers")
+        self.crcs[name] = crc
+        if self.strip or isinstance(w, StrippedWeights):
+            return {"__s__": name, "dtype": w.dtype.name, "shape": shape}
+        blobs.refit = None  # NOTE: encode the values as plain weights, then name them
+        try:
+            rec = encode_value(w, blobs)
+        finally:
+            blobs.refit = self
+        return {**rec, "name": name}
+
+    def header(self) -> dict[str, Any]:
+        return {"mode": self.mode, "stripped": self.strip, "weights": dict(sorted(self.seen.items()))}
+
+
+def _pack(header: dict[str, Any], blobs: _Blobs, alloc: Any) -> Any:
     body = json.dumps(header, separators=(",", ":")).encode()
     # NOTE: one allocation and one copy of the weights: they go straight into the output buffer.
     # The JSON header is followed by 0..63 spaces (JSON allows trailing whitespace) chosen from the
@@ -623,4 +731,4 @@ def restore_layers(header: dict[str, Any], raw: memoryview, ns: Any, zero_copy: 
     return layers
 
 
-__all__ = ["RunContext", "build", "parse", "restore_layers"]
+__all__ = ["RunContext", "StrippedWeights", "build", "parse", "reserialize", "restore_layers"]

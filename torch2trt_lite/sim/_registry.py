@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _builder, _core, _dtypes, _network, _runtime
+from . import _builder, _core, _dtypes, _network, _refit, _runtime
 from ._core import ILayer
 from .layers import control as _control
 from .layers import linalg as _linalg
@@ -15,7 +15,7 @@ from .layers import plugin as _plugin
 
 def classes() -> dict[str, type]:
     out: dict[str, type] = {}
-    for mod in (_core, _builder, _network, _runtime, _control, _linalg, _plugin):
+    for mod in (_core, _builder, _network, _runtime, _refit, _control, _linalg, _plugin):
         for name, obj in vars(mod).items():
             if isinstance(obj, type) and not name.startswith("_") and obj.__module__ == mod.__name__:
                 out[name] = obj

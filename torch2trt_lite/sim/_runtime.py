@@ -159,6 +159,19 @@ class ICudaEngine:
                 self._free_after[k].append(i)
         self.name = header.get("name", "")
         self._shape_cache: dict[Any, dict[str, tuple[int, ...]]] = {}  # shared by its contexts
+        # refit (sim/_refit.py): each refittable weight's uses (layer, attribute); bumped by each refit
+        # (contexts drop their cached weights); the plan is written again when serialized after a refit
+        refit = header.get("refit") or {}
+        self._refit_mode: str | None = refit.get("mode") if isinstance(refit, dict) else None
+        self._refit_crcs: dict[str, int] = dict(refit.get("weights", {})) if self._refit_mode else {}
+        self._named: dict[str, list[tuple[ILayer, str]]] = {}
+        for layer in layers:
+            for attr, w in layer._a.items():
+                name = getattr(w, "_name", None)
+                if name in self._refit_crcs:
+                    self._named.setdefault(name, []).append((layer, attr))
+        self._weights_epoch = 0
+        self._refitted = False
 
     # -- internal
     def _validate(self) -> None:
@@ -237,7 +250,7 @@ class ICudaEngine:
 
     @property
     def refittable(self) -> bool:
-        return False
+        return self._refit_mode is not None
 
     @property
     def device_memory_size_v2(self) -> int:
@@ -326,7 +339,24 @@ class ICudaEngine:
         return self.create_execution_context()
 
     def serialize(self) -> Any:
+        if self._refitted:  # NOTE: the plan with the weights of the last refit
+            return _plan.reserialize(self._header, self._layers, False, self._ns._class("IHostMemory"))
         return self._ns._class("IHostMemory")(self._data)
+
+    def create_serialization_config(self) -> Any:
+        return self._ns._class("ISerializationConfig")()
+
+    def serialize_with_config(self, config: Any) -> Any:
+        """The plan; with ``SerializationFlag.EXCLUDE_WEIGHTS`` (a refittable engine) without its
+        refittable weights, which a refit must then supply."""
+        strip = bool(config.get_flag(ENUMS["SerializationFlag"]["EXCLUDE_WEIGHTS"]))
+        if strip and not self.refittable:
+            _log(self._logger, Severity.ERROR, "serializeWithConfig: EXCLUDE_WEIGHTS needs an engine built with "
+                 "BuilderFlag.REFIT, REFIT_IDENTICAL or REFIT_INDIVIDUAL")
+            return None
+        if not strip:
+            return self.serialize()
+        return _plan.reserialize(self._header, self._layers, True, self._ns._class("IHostMemory"))
 
     def __enter__(self) -> ICudaEngine:
         return self
@@ -576,8 +606,10 @@ class IExecutionContext:
     # -- execution
     def _rt(self, device: torch.device) -> RunContext:
         rt = self._rts.get(device)
-        if rt is None:
+        epoch = self._engine._weights_epoch
+        if rt is None or getattr(rt, "_weights_epoch", 0) != epoch:  # NOTE: a refit drops cached weights
             rt = self._rts[device] = RunContext(device)
+            rt._weights_epoch = epoch  # type: ignore[attr-defined]
         return rt
 
     def _execute(self) -> None:

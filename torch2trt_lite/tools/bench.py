@@ -9,8 +9,10 @@ For every batch size (the first dimension of every input is replaced by it; rows
 inputs are repeated to fill it) three runners are timed on the same device and dtype, one after
 the other: the engine (converted once per batch size: static shapes), eager PyTorch and
 ``torch.compile(model, mode="default", dynamic=False)`` (compiled afresh per batch size after
-``torch.compiler.reset()``). Each runner gets ``warmup`` untimed calls, then ``iters`` timed ones;
-every timed call is synchronized: CUDA events on a GPU, ``time.perf_counter`` on the CPU. The
+``torch.compiler.reset()``); with ``trt_compile=True`` (``--compile``) a fourth,
+``torch.compile(model, backend="torch2trt_lite")`` on the engine's backend (compiled afresh per batch
+size, static shapes; not run where the engine runner cannot run). Each runner gets ``warmup``
+untimed calls, then ``iters`` timed ones; every timed call is synchronized: CUDA events on a GPU, ``time.perf_counter`` on the CPU. The
 report gives p50/p90/p99 latency (ms, ``statistics.quantiles`` inclusive method), the mean, the
 minimum and the throughput (samples/s = batch / mean latency).
 
@@ -56,6 +58,7 @@ log = logging.getLogger("torch2trt_lite")
 SIM_LABEL = "sim (TensorRT API on torch)"
 EAGER_LABEL = "eager PyTorch"
 COMPILE_LABEL = "torch.compile (mode=default)"
+TRT_COMPILE = "torch.compile/torch2trt_lite"  # the runner of torch.compile(backend="torch2trt_lite")
 RUNNERS = ("engine", "eager", "torch.compile")
 PRECISIONS = ("fp32", "fp16")
 JSON_NAME = "bench.json"
@@ -432,6 +435,7 @@ def bench(
     precision: str | None = None,
     device: str | torch.device | None = None,
     verbose: bool = False,
+    trt_compile: bool = False,
 ) -> BenchResult:
     """Time the engine of ``model`` against eager PyTorch and ``torch.compile`` (see the module doc).
 
@@ -440,6 +444,8 @@ def bench(
     inputs as given), ``"fp32"`` or ``"fp16"`` (``model.half()`` and half floating inputs; the model
     is copied first, the caller's is left alone). ``device``: default CUDA when available, else CPU.
     ``out_dir``: also write ``bench.json`` and ``latency_p50.png`` there. ``verbose``: progress on stderr.
+    ``trt_compile``: also time ``torch.compile(model, backend="torch2trt_lite")`` on the same backend
+    (runner ``"torch.compile/torch2trt_lite"``; on the CPU its engines are the sim's, labelled so).
     """
     from torch2trt_lite.backends import get_backend
 
@@ -487,6 +493,9 @@ def bench(
     runners = {"engine": engine_label, "eager": EAGER_LABEL}
     if compile:
         runners["torch.compile"] = COMPILE_LABEL
+    trt_label = f"torch.compile(torch2trt_lite) on {'sim' if be_name == 'sim' else engine_label}"
+    if trt_compile:
+        runners[TRT_COMPILE] = trt_label
     failed: dict[str, str] = {}
     stats: list[RunStats] = []
     with torch.no_grad():
@@ -504,6 +513,14 @@ def bench(
 
             if compile:
                 stats.append(_bench_compile(model, xb, b, ref, warmup, iters, cuda, failed, say))
+            if trt_compile and not_runnable is not None:  # NOTE: its blocks would run in PyTorch: not timed
+                stats.append(RunStats(TRT_COMPILE, trt_label, b, "not runnable here", reason=not_runnable))
+            elif trt_compile:
+                from torch2trt_lite.compile import compile_backend
+
+                options = {"backend": compile_backend(backend=be_name or backend), "dynamic": False}
+                stats.append(_bench_compile(model, xb, b, ref, warmup, iters, cuda, failed, say, TRT_COMPILE,
+                                            trt_label, options))
 
             if not_runnable is not None:
                 stats.append(RunStats("engine", engine_label, b, "not runnable here", reason=not_runnable))
@@ -551,24 +568,25 @@ def _bench_engine(
 
 def _bench_compile(
     model: Any, xb: list[torch.Tensor], b: int, ref: Any, warmup: int, iters: int, cuda: bool,
-    failed: dict[str, str], say: Callable[[str], None],
+    failed: dict[str, str], say: Callable[[str], None], runner: str = "torch.compile", label: str = COMPILE_LABEL,
+    options: dict[str, Any] | None = None,
 ) -> RunStats:
-    if "torch.compile" in failed:
-        return RunStats("torch.compile", COMPILE_LABEL, b, "failed", reason=f"not retried: {failed['torch.compile']}")
-    say(f"batch {b}: {COMPILE_LABEL} (compiling)")
+    if runner in failed:
+        return RunStats(runner, label, b, "failed", reason=f"not retried: {failed[runner]}")
+    say(f"batch {b}: {label} (compiling)")
     try:
         torch.compiler.reset()  # a fresh static-shape compile per batch size, as the engine gets
-        compiled = torch.compile(model, **_COMPILE_OPTIONS)  # type: ignore[call-overload]
+        compiled = torch.compile(model, **(options or _COMPILE_OPTIONS))  # type: ignore[call-overload]
         t0 = time.perf_counter()
         out = compiled(*xb)
         if cuda:
             torch.cuda.synchronize()
         setup = time.perf_counter() - t0
         err = max_rel_err(out, ref)
-        s = _stats("torch.compile", COMPILE_LABEL, b, _timed(functools.partial(compiled, *xb), warmup, iters, cuda), warmup)
+        s = _stats(runner, label, b, _timed(functools.partial(compiled, *xb), warmup, iters, cuda), warmup)
     except Exception as e:  # noqa: BLE001 - torch.compile fails in many ways (no compiler, unsupported ops)
-        failed["torch.compile"] = f"failed at batch {b}: {_error_text(e)}"
-        log.warning("torch2trt-lite: torch.compile failed (recorded in the result): %s", _first_line(str(e), 200))
-        return RunStats("torch.compile", COMPILE_LABEL, b, "failed", reason=failed["torch.compile"])
+        failed[runner] = f"failed at batch {b}: {_error_text(e)}"
+        log.warning("torch2trt-lite: %s failed (recorded in the result): %s", label, _first_line(str(e), 200))
+        return RunStats(runner, label, b, "failed", reason=failed[runner])
     s.setup_s, s.max_rel_err_vs_eager = setup, err
     return s

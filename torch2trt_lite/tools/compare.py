@@ -197,14 +197,32 @@ def _errors(got: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, float]:
     return max_abs, max_rel, cosine
 
 
+# The default tolerance by the lowest floating type the engine computes in (``precision``, or the inputs'
+# own type): float32's 1e-3, and about ten units of rounding of float16 (9.8e-4) and bfloat16 (7.8e-3).
+DEFAULT_TOLERANCE = {torch.float32: 1e-3, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+
+
+def default_tolerance(precision: Any = "fp32", fp16_mode: bool = False, inputs: Sequence[Any] = ()) -> float:
+    """``compare``'s tolerance where none is given: :data:`DEFAULT_TOLERANCE` of the lowest of the compute
+    precision (``precision``, ``fp16_mode``) and the inputs' floating types."""
+    from torch2trt_lite.trace.precision import precision_dtype
+
+    types = {precision_dtype(precision)} | ({torch.float16} if fp16_mode else set())
+    types |= {x.dtype for x in inputs if isinstance(x, torch.Tensor) and x.dtype in DEFAULT_TOLERANCE}
+    return max(DEFAULT_TOLERANCE[t] for t in types)
+
+
 def compare(
-    model: Any, inputs: Sequence[torch.Tensor] | torch.Tensor, *, tolerance: float = 1e-3, **convert_options: Any,
+    model: Any, inputs: Sequence[torch.Tensor] | torch.Tensor, *, tolerance: float | None = None,
+    **convert_options: Any,
 ) -> CompareReport:
     """Convert ``model`` as :func:`torch2trt_lite.convert` does, run the engine once on ``inputs``
     with every converted call's output as an extra engine output, and compare each with PyTorch's.
 
     ``tolerance``: the largest max relative error (max abs error / the tensor's max magnitude) a
-    tensor may have; the report's ``first_bad`` is the first tensor past it, in network order.
+    tensor may have; the report's ``first_bad`` is the first tensor past it, in network order. By
+    default it follows the precision (:func:`default_tolerance`: 1e-3 in fp32, 1e-2 with fp16, 5e-2
+    with bf16, compute precision or input type).
     ``convert_options``: ``backend`` (default ``"auto"``), ``input_names``, ``output_names``,
     ``max_workspace_size``, ``compute_capabilities``, ``precision``, ``fp16_mode``,
     ``precision_overrides`` and ``io_dtype``, as for ``convert``. With a reduced precision each
@@ -227,6 +245,10 @@ def compare(
     unknown = sorted(set(convert_options) - set(_OPTIONS))
     if unknown:
         raise Torch2TRTError(f"compare() does not take {', '.join(unknown)}; it takes {', '.join(_OPTIONS)}")
+    if tolerance is None:
+        tolerance = default_tolerance(convert_options.get("precision", "fp32"),
+                                      bool(convert_options.get("fp16_mode", False)),
+                                      [inputs] if isinstance(inputs, torch.Tensor) else list(inputs))
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
         raise Torch2TRTError(f"tolerance must be a non-negative number (e.g. 1e-3), got {tolerance!r}")
     check_model(model)
@@ -365,4 +387,4 @@ def compare(
     return report
 
 
-__all__ = ["CompareReport", "Skipped", "TensorComparison", "compare"]
+__all__ = ["DEFAULT_TOLERANCE", "CompareReport", "Skipped", "TensorComparison", "compare", "default_tolerance"]

@@ -19,6 +19,8 @@ from torch2trt_lite import backends
 from torch2trt_lite.converters.impl import sizes as Y
 from torch2trt_lite.errors import ConversionError, FrozenValueError, InternalError, Torch2TRTError
 from torch2trt_lite.trace import symbolic as _symbolic
+from torch2trt_lite.trace import weights as _weight_log
+from torch2trt_lite.trace.double import Float64
 from torch2trt_lite.trace.precision import short_name
 
 if TYPE_CHECKING:
@@ -159,6 +161,8 @@ class ConversionContext:
         self._names: dict[str, int] = {}
         self.layer_info: dict[int, Any] = {}  # id(ITensor) -> converter-private info (e.g. BN folding)
         self.assertions: list[tuple[Any, str]] = []  # (BOOL [1] network tensor, message): checked after each run
+        self.float64 = Float64()  # float64 computed in float32 (torch2trt_lite.trace.double; define() sets it)
+        self.value_bounds: dict[str, tuple[int, int]] = {}  # shape inputs' value ranges (trace/values.py)
 
     # ----------------------------------------------------------------------- tensor map
     def num_layers(self) -> int:
@@ -208,6 +212,24 @@ class ConversionContext:
         ref = self._storages.get(ptr)
         live = ref() if ref is not None else None
         return live is not None and live.untyped_storage().data_ptr() == ptr
+
+    def own_fresh_view(self, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call's result that eager returns as a view of memory the op made itself (``F.linear`` of a 3-D
+        input: a view of its 2-D result; ``einsum``, ``bilinear``, ``avg_pool1d``, ``instance_norm``,
+        ``scaled_dot_product_attention`` alike): no argument and no traced tensor holds that memory, so
+        the result stands for it alone, and is handed on as a tensor of its own (``detach()``, or a copy
+        where it needs grad), so an in-place write into it or into a view of it (``y += b``,
+        ``y[0] += b``) is followed like one into any traced tensor instead of refused."""
+        base = out._base if isinstance(out, torch.Tensor) else None
+        if base is None or not out.numel() or out.device.type == "meta" or self.holds_traced_values(base):
+            return out
+        ptr = base.untyped_storage().data_ptr()
+        tensors = arg_tensors(args, kwargs)
+        if tensors is None:
+            tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        if any(t.device.type == "meta" or t.untyped_storage().data_ptr() == ptr for t in tensors):
+            return out  # a view of an argument (x[0], x.view(...)): writes go back into it
+        return out.clone() if out.requires_grad else out.detach()
 
     def aliases(self, it: Any) -> list[torch.Tensor]:
         """The traced torch tensors now mapped to the network tensor ``it`` (a converter that rewrites
@@ -307,9 +329,9 @@ class ConversionContext:
         if self.network is None:
             self.mark_traced(base)
             return
-        if write.index is None and write.chain is None:  # not followed (see begin_view_write)
+        if (write.index is None and write.chain is None) or view.is_complex():  # not followed (begin_view_write)
             self.set_lazy(base, functools.partial(_refuse_view_value, tuple(view.shape), tuple(base.shape)))
-            return
+            return  # NOTE: nor a complex view: its index does not count the pair dim (converters/complex.py)
         entry = self.mapped(view)
         if entry is None or entry[1] != view._version:
             return  # not followed: the base stays out of date (reading it raises)
@@ -425,7 +447,9 @@ class ConversionContext:
         """Weights that ``fill(out)`` writes into a contiguous ``out`` of ``shape`` and ``dtype``. On the
         sim they are computed straight into the plan at build time (derived weights, such as a
         convolution with batch norm folded in, then never exist as a separate copy); on TensorRT now."""
-        deferred = backends.deferred_weights(self.backend_name, shape, dtype, fill)
+        # NOTE: a refittable conversion computes them now, where the weight log sees the calls that make them
+        log = _weight_log.current()
+        deferred = backends.deferred_weights(self.backend_name, shape, dtype, fill) if log is None else None
         if deferred is not None:
             return deferred
         out = torch.empty(tuple(shape), dtype=dtype)
@@ -433,7 +457,12 @@ class ConversionContext:
         return self.weights(out)
 
     def weights(self, value: Any) -> Any:
-        """``value`` as weights the backend accepts (numpy; kept alive until the build finishes)."""
+        """``value`` as weights the backend accepts (numpy; kept alive until the build finishes); in a
+        refittable conversion the weight log records where they come from (:mod:`torch2trt_lite.trace.weights`)."""
+        log = _weight_log.current()
+        return self._weights(value) if log is None else log.weights(value, self._weights)
+
+    def _weights(self, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             if self.holds_traced_values(value):
                 raise FrozenValueError(
@@ -479,7 +508,9 @@ class ConversionContext:
         return layer.get_output(0)
 
     def trt_dtype(self, dtype: torch.dtype) -> Any:
-        """The backend's ``DataType`` of torch ``dtype``."""
+        """The backend's ``DataType`` of torch ``dtype`` (float64: float32 where ``self.float64`` allows it)."""
+        if dtype == torch.float64 and self.float64.allowed:
+            dtype = torch.float32
         return backends.trt_dtype(self.trt, dtype)
 
     def dtype_of(self, it: Any) -> torch.dtype:
@@ -578,6 +609,7 @@ class CheckContext(ConversionContext):
         self.trt = None
         self.backend_name = "check"
         self._map = WeakIdKeyDictionary()
+        self.float64 = Float64()
 
     def num_layers(self) -> int:
         return 0

@@ -25,7 +25,9 @@ floating inputs' type (float32 when the model takes none) unless ``io_dtype=`` s
 module classes (``torch.nn.LayerNorm``) and ops (``F.softmax``, or a registered qualname such as
 ``"torch.nn.functional.softmax"``) to a precision. Inside an overridden module every op computes in
 the override's type, except the float32 ops, which stay float32 unless the op itself is overridden;
-an op override applies wherever the op is called. The innermost module override wins.
+an op override applies wherever the op is called. The innermost module override wins. A call is inside a
+module when it is made in the module's ``forward`` or in any other of its methods (``self.quantizer.encode(z)``,
+which module hooks do not see: :meth:`Policy.scope`), and its layers are named under that module's path.
 
 A model traced under ``torch.autocast(device_type, dtype=...)`` converts with autocast's own lists for
 that device (:data:`AUTOCAST_LOWER`, :data:`AUTOCAST_FP32`), so the engine computes what eager
@@ -34,6 +36,7 @@ PyTorch computed under autocast.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,6 +166,14 @@ def precision_dtype(value: Any, what: str = "precision") -> torch.dtype:
         return value
     if isinstance(value, str) and value.lower() in PRECISIONS:
         return PRECISIONS[value.lower()]
+    quantized = {"int8": "int8", "fp8": "fp8", "float8": "fp8", "float8_e4m3fn": "fp8"}
+    name = str(value).lower().replace("torch.", "")
+    if name in quantized and what == "precision":
+        raise Torch2TRTError(
+            f"precision={value!r}: INT8 and FP8 are explicit quantization, not a precision: calibrate first with "
+            f"qmodel = torch2trt_lite.quantize(model, calibration_batches, dtype={quantized[name]!r}), then "
+            f"convert(qmodel, inputs) (also with precision='fp16' for the layers it leaves unquantized)"
+        )
     raise Torch2TRTError(f"{what} must be 'fp32', 'fp16' or 'bf16' (or torch.float32/float16/bfloat16), got {value!r}")
 
 
@@ -178,6 +189,23 @@ class Policy:
     source: str = "precision"  # "precision" or "autocast"
     described: dict[str, str] = field(default_factory=dict)  # the user's overrides, as text (engine metadata)
     _casts: Any = field(default_factory=WeakIdKeyDictionary, repr=False)
+    owners: dict[int, str] = field(default_factory=dict, repr=False)  # id(module) -> path, with module overrides
+
+    def scope(self, path: str) -> str:
+        """The module a call is made in, for module overrides: the innermost module of the model with a
+        method on the stack, so a call in ``self.quantizer.encode(z)`` is inside ``quantizer`` (module hooks,
+        which give ``path``, see ``forward`` called through ``__call__`` only); ``path`` where none is."""
+        if not self.owners:
+            return path
+        frame: Any = sys._getframe(1)
+        while frame is not None:
+            code = frame.f_code
+            if code.co_argcount and code.co_varnames[0] == "self":
+                owner = self.owners.get(id(frame.f_locals.get("self")))
+                if owner is not None:
+                    return owner
+            frame = frame.f_back
+        return path
 
     def target(self, qualname: str, module_path: str) -> torch.dtype | None:
         """The type every floating input of this call is cast to; None: left as they are;
@@ -237,7 +265,8 @@ def make_policy(
     modules, ops, described = _overrides(model, overrides or {})
     if low is None and not modules and not ops:
         return None
-    return Policy(low, lower, fp32, modules, ops, source, described)
+    owners = {id(m): p for p, m in model.named_modules()} if modules and isinstance(model, torch.nn.Module) else {}
+    return Policy(low, lower, fp32, modules, ops, source, described, owners=owners)
 
 
 def _autocast(inputs: list[torch.Tensor]) -> tuple[str, torch.dtype] | None:
@@ -397,3 +426,29 @@ def _cast(policy: Policy, ctx: Any, x: torch.Tensor, dt: torch.dtype, op: str, m
 
 
 __all__ = ["AUTOCAST_FP32", "AUTOCAST_LOWER", "FP32", "LOWER", "PRECISIONS", "Policy", "make_policy", "precision_dtype"]
+
+
+_HALF_KERNEL_MISSING = ("not implemented for 'Half'", "not implemented for 'BFloat16'")
+
+
+def call_eager(original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``original(*args, **kwargs)`` (an out-of-place op the tracer runs eagerly); where CPU torch has no
+    float16/bfloat16 kernel for it (``avg_pool3d``, so ``AvgPool3d``, ``LPPool3d``, ``local_response_norm``
+    of 3-D; ``cdist``; antialiased ``interpolate``), computed in float32 and rounded to the half type, as
+    TensorRT (and the sim) compute halves: the engine's layers are the same, only the traced value needs it."""
+    try:
+        return original(*args, **kwargs)
+    except NotImplementedError as e:
+        if not any(s in str(e) for s in _HALF_KERNEL_MISSING):
+            raise
+        leaves, spec = tree_flatten((args, kwargs))
+        halves = {t.dtype for t in leaves if isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16)}
+        if len(halves) != 1 or any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in leaves):
+            raise
+        low = halves.pop()
+        up_args, up_kwargs = tree_unflatten(
+            [t.float() if isinstance(t, torch.Tensor) and t.dtype == low else t for t in leaves], spec)
+        out = original(*up_args, **up_kwargs)
+    out_leaves, out_spec = tree_flatten(out)
+    return tree_unflatten([t.to(low) if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t
+                           for t in out_leaves], out_spec)

@@ -270,11 +270,39 @@ def corner_shapes(profiles: list[list[Range]], traced: Sequence[Shape] | None = 
     return out
 
 
-def verify(model: Any, engine: Any, resolved: Resolved) -> None:
+# The most input memory the verify run allocates at one profile's shapes (its inputs are made and
+# passed to the engine contiguous, whatever the example's strides: an expand()-ed example included).
+VERIFY_MAX_INPUT_BYTES = 4 << 30
+
+
+def _check_verify_memory(k: int, shapes: Sequence[Shape], examples: Sequence[torch.Tensor],
+                         passed_on: list[ConversionError] | None) -> None:
+    """Refuse, before allocating anything, a verify run whose inputs would pass the limit (the error
+    is also put in ``passed_on``)."""
+    sizes = []
+    for s, x in zip(shapes, examples, strict=True):
+        n = x.element_size()
+        for d in s:
+            n *= int(d)
+        sizes.append(n)
+    if sum(sizes) > VERIFY_MAX_INPUT_BYTES:
+        err = ConversionError(
+            f"the dynamic verify run would allocate {sum(sizes) / 2**30:.1f} GiB of inputs at shapes {list(shapes)} "
+            f"(profile {k}; inputs are made contiguous, an expand()-ed example too), over its limit of "
+            f"{VERIFY_MAX_INPUT_BYTES >> 30} GiB: convert with verify=False to skip the run (the engine is then not "
+            "checked at other sizes than the traced ones), or with a smaller range or smaller static dims"
+        )
+        if passed_on is not None:
+            passed_on.append(err)
+        raise err
+
+
+def verify(model: Any, engine: Any, resolved: Resolved, passed_on: list[ConversionError] | None = None) -> None:
     """Run ``engine`` (a sim TRTModule of a dynamic network) and ``model`` once per profile, with every
     dynamic dim at another size than the traced one (:func:`corner_shapes`); raise
     :class:`ConversionError` when an output's shape differs (a converter read a size while tracing
-    and baked the traced value in)."""
+    and baked the traced value in), or, before allocating them, when the inputs of a run would take
+    more than ``VERIFY_MAX_INPUT_BYTES`` (that error is also put in ``passed_on``)."""
     from torch.utils._pytree import tree_flatten
 
     gen = torch.Generator().manual_seed(0)
@@ -283,6 +311,7 @@ def verify(model: Any, engine: Any, resolved: Resolved) -> None:
     equal = [[(names.index(n), int(d)) for n, d in g["dims"]]
              for g in getattr(engine, "metadata", {}).get("equal_dims", ()) if all(n in names for n, _ in g["dims"])]
     for k, _, shapes in corner_shapes(resolved.profiles, [tuple(x.shape) for x in resolved.examples], equal):
+        _check_verify_memory(k, shapes, resolved.examples, passed_on)
         xs = []
         bounds = resolved.bounds or [(0, 100)] * len(shapes)
         for x, s, (lo, hi) in zip(resolved.examples, shapes, bounds, strict=True):

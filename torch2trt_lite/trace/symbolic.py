@@ -46,6 +46,7 @@ from torch2trt_lite.converters.impl.sizes import (
     symbol,
 )
 from torch2trt_lite.errors import ConversionError, DynamicSizeGuardError
+from torch2trt_lite.trace.values import value_bounds
 
 if TYPE_CHECKING:
     from torch2trt_lite.trace.context import ConversionContext
@@ -435,6 +436,8 @@ def value_read(tracer: Any, name: str, out: Any, x: torch.Tensor) -> Any:
     low=, high=)``). A size computed from a float input is refused when the engine is built
     ("input shape tensors must have type INT32 or INT64").
 
+    Its upper bound is the Input's ``high - 1`` where the value is picked from a shape input
+    (:mod:`torch2trt_lite.trace.values`), else unbounded.
     Such a size is taken to be >= 0, as ``torch.export`` takes an unbacked ``.item()`` passed to
     ``torch._check_is_size``: used as a slice bound, a negative value at run time gives an empty
     slice, not Python's wrap-around. ``int(t.item())`` cannot stay symbolic (Python's ``int()`` of
@@ -452,14 +455,16 @@ def value_read(tracer: Any, name: str, out: Any, x: torch.Tensor) -> Any:
         from torch2trt_lite.converters.impl import shape as S
 
         values = []
+        lo, hi = value_bounds(ctx, it)
         for i, v in enumerate(out):
             elem = S.slice_(ctx, it, 0, i, i + 1)
-            values.append(SymSize(int(v), Value(elem, 0, f"{where}[{i}]", ("value", id(elem))), 0, _INF))
+            values.append(SymSize(int(v), Value(elem, 0, f"{where}[{i}]", ("value", id(elem))), max(lo, 0), hi))
         state._values += [(v, where) for v in values]
         return values
     if x.numel() != 1:
         return None
-    size = SymSize(int(out), Value(it, 0, where, ("value", id(it))), 0, _INF)
+    lo, hi = value_bounds(ctx, it)  # NOTE: a shape input's Input range bounds what is read from it
+    size = SymSize(int(out), Value(it, 0, where, ("value", id(it))), max(lo, 0), hi)
     state._values.append((size, where))
     return size
 

@@ -62,8 +62,11 @@ from torch2trt_lite.registry import (
     owners_of_function,
 )
 from torch2trt_lite.trace import opaque as _opaque
+from torch2trt_lite.trace.complex_values import route as route_complex  # complex values: [..., 2] pairs
 from torch2trt_lite.trace.context import arg_tensors
-from torch2trt_lite.trace.precision import Policy, cast_call
+from torch2trt_lite.trace.double import FLOAT64_REFUSED, has_float64
+from torch2trt_lite.trace.input_writes import InputWrites
+from torch2trt_lite.trace.precision import Policy, call_eager, cast_call
 from torch2trt_lite.trace.symbolic import (
     READS as _SYM_READS,  # size reads a dynamic conversion's symbolic sizes answer
 )
@@ -231,6 +234,9 @@ class _Guard(TorchFunctionMode):
                 "reads tensor values into Python, which would freeze them into the engine as constants "
                 "(data-dependent control flow or values cannot be converted)"
             )
+            if name == "__bool__":  # NOTE: `if mask.any():` around work that an empty selection makes a no-op
+                reason += (". Compute both sides and pick with torch.where, or, where the branch only skips work on "
+                           "an empty selection (an expert with no tokens), drop it: ops on zero-size tensors convert")
         tracer.unsupported(qual, reason)
         out = func(*args, **kwargs)
         tracer.ctx.mark_traced(out)  # check mode: keep reporting downstream calls
@@ -271,6 +277,7 @@ class Tracer:
 
     # Dynamic shapes: the conversion's symbolic sizes (torch2trt_lite.trace.symbolic), set by its install()
     symbolic: SymbolicSizes | None = None
+    input_writes: InputWrites = InputWrites((), ())  # the inputs, watched for writes (set by define/check)
 
     def __init__(
         self,
@@ -310,17 +317,18 @@ class Tracer:
 
     @property
     def module_path(self) -> str:
-        return self.scope[-1] if self.scope else ""
+        path = self.scope[-1] if self.scope else ""  # NOTE: module overrides also count calls in methods
+        return path if self.precision is None else self.precision.scope(path)
 
-    def unsupported(self, op: str, reason: str) -> None:
+    def unsupported(self, op: str, reason: str, *, refused: bool = False) -> None:  # refused: by its converter
         item = Unsupported(op, self.module_path, user_location(2), reason)
         if self.collect:
             self.problems.append(item)
             return
+        advice = "Register a converter with @torch2trt_lite.converter, or run" if not refused else "Run"
         raise UnsupportedOperatorError(
             f"unsupported operator {op} at module '{item.module_path or '<model>'}' ({item.location}): {reason}. "
-            "Register a converter with @torch2trt_lite.converter, or run torch2trt_lite.check(model, inputs) "
-            "to list every unsupported call.",
+            f"{advice} torch2trt_lite.check(model, inputs) to list every unsupported call.",
             op=op,
             module_path=item.module_path,
             location=item.location,
@@ -489,12 +497,19 @@ class Tracer:
         """Convert one call; returns the converter's result for a ``python_result`` converter (the
         call's Python result in the model's code), else None."""
         call = Call(record.target, record.qualname, args, kwargs, out, self.module_path)
+        if (record := route_complex(self, record, call)) is None:  # type: ignore[assignment]  # refused
+            return None
+        wide = has_float64(out)  # float64: computed in float32, or refused (torch2trt_lite.trace.double)
+        if wide and self.ctx.float64.mode is False:
+            return self.unsupported(record.qualname, FLOAT64_REFUSED, refused=True)  # type: ignore[func-returns-value]
         if record.check is not None:
             reason = record.check(call)
             if reason:
-                self.unsupported(record.qualname, reason)
+                self.unsupported(record.qualname, reason, refused=True)
                 return
         ctx = self.ctx
+        if wide:
+            ctx.float64.note(record.qualname, user_location(2))
         if ctx.network is None:  # check mode: the call is supported, its outputs are traced
             ctx.mark_traced(out)
             return
@@ -510,7 +525,7 @@ class Tracer:
             if isinstance(e, UnsupportedOperatorError):
                 raise
             if isinstance(e, ConverterRefusal):
-                self.unsupported(record.qualname, str(e))
+                self.unsupported(record.qualname, str(e), refused=True)
             raise ConversionError(
                 f"converting {record.qualname} at module '{self.module_path or '<model>'}' "
                 f"({user_location(2)}) failed: {e}"
@@ -626,8 +641,10 @@ def _convert(
                 # the value from before the op, which running the original first would overwrite.
                 snap = args[0].detach().clone()
         before = ctx.versions(args, kwargs)
-        out = original(*args, **kwargs)
+        out = original(*args, **kwargs) if _is_inplace(record.qualname) else call_eager(original, args, kwargs)
         ctx.refresh_versions(before)  # in-place ops: the converter reads the inputs as they were
+        out = ctx.own_fresh_view(out, args, kwargs)  # F.linear of 3-D: a view of its own 2-D result
+        tracer.input_writes.after(tracer, record.qualname)  # NOTE: a write into the caller's tensor is refused
         if snap is not None:
             ctx.set_lazy(args[0], functools.partial(ctx.constant, snap))
         result = tracer.convert_call(record, args, kwargs, out)

@@ -205,7 +205,10 @@ class IConstantLayer(ILayer):
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
         shape = self._a["shape"]
         if rt.probe:
-            t = self._a["weights"]._tensor()
+            w = self._a["weights"]
+            if getattr(w, "_stripped", False):  # NOTE: a weight-stripped plan's refittable weights: no values yet
+                return [torch.empty(shape, dtype=_dtypes.torch_dtype(w.dtype), device="meta")]
+            t = w._tensor()
             return [t.reshape(shape) if t.numel() <= 4096 else torch.empty(shape, dtype=t.dtype, device="meta")]
         w = rt.weight(self, "weights")
         if w is None:
