@@ -2,6 +2,7 @@
 
     python benchmarks/bench_compile.py --out benchmarks/results/2026-12-06-compile-cpu/compile-zoo.json
     python benchmarks/bench_compile.py --models tv_resnet18 hf_bert --out /tmp/some.json
+    python benchmarks/bench_compile.py --models lstm_gru_sequence --allow-rnn --update --out ...
 
 For each model of the zoo (``tests/zoo/test_zoo.py``'s ``ZOO``: its inputs, random weights, eval):
 ``torch.compile(model, backend=compile_backend(backend="sim"))`` once under ``torch.no_grad()``:
@@ -49,18 +50,19 @@ def _leaves(out: Any) -> list[torch.Tensor]:
     return [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
 
 
-def run(zoo: Any) -> dict[str, Any]:
+def run(zoo: Any, allow_rnn: bool = False) -> dict[str, Any]:
     torch.manual_seed(0)
     model = zoo.build().eval()
     xs = zoo.inputs()
     out: dict[str, Any] = {"model": zoo.name, "inputs": [list(x.shape) for x in xs],
-                           "convert": f"fails: {zoo.xfail}" if zoo.xfail else "ok (tests/zoo)"}
+                           "convert": f"fails: {zoo.xfail}" if zoo.xfail else "ok (tests/zoo)",
+                           "allow_rnn": allow_rnn}
     torch._dynamo.reset()
     compile_report(clear=True)
     fn = torch.compile(model, backend=compile_backend(backend="sim"))
     t0 = time.perf_counter()
     try:
-        with torch.no_grad():
+        with torch._dynamo.config.patch(allow_rnn=allow_rnn), torch.no_grad():
             got, want = _leaves(fn(*xs)), _leaves(model(*xs))
     except Exception as e:  # noqa: BLE001 - recorded: a benchmark goes on with the next model
         out["error"] = f"{type(e).__name__}: {str(e)[:500]}"
@@ -88,6 +90,9 @@ def main() -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--update", action="store_true",
                    help="keep the other models' results already in --out (rerun only --models)")
+    p.add_argument("--allow-rnn", action="store_true",
+                   help="torch._dynamo.config.allow_rnn=True: dynamo traces nn.LSTM/GRU/RNN (torch.lstm, ...) "
+                        "instead of breaking the graph there")
     args = p.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ZOO = importlib.import_module("tests.zoo.test_zoo").ZOO  # NOTE: by name: mypy checks the package, not the tests
@@ -103,7 +108,7 @@ def main() -> None:
         started = before.get("date_started", started)
         results = [r for r in before["results"] if r["model"] not in {z.name for z in zoo}]
     for z in zoo:
-        r = run(z)
+        r = run(z, args.allow_rnn)
         print(json.dumps({k: r.get(k) for k in ("model", "convert", "share_in_tensorrt", "max_rel_err", "graphs",
                                                  "error")}), flush=True)
         results.append(r)

@@ -1,8 +1,10 @@
-"""Attention: F.scaled_dot_product_attention, nn.MultiheadAttention, F.multi_head_attention_forward;
+"""Attention: F.scaled_dot_product_attention, nn.MultiheadAttention, F.multi_head_attention_forward,
+torch's fused inference ops ``_native_multi_head_attention`` and ``_transformer_encoder_layer_fwd``;
 similarity and distances: cosine_similarity, pairwise_distance, cdist."""
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -12,7 +14,9 @@ from torch2trt_lite.registry import Call, converter
 
 from .impl import attention as att
 from .impl import sizes as Y
-from .impl.nn_common import float_dtype, gather, is_traced, reshape
+from .impl.linear import linear
+from .impl.nn_common import const, ew, float_dtype, gather, is_traced, reshape, unary
+from .impl.normalization import layer_norm
 
 if TYPE_CHECKING:
     from torch2trt_lite.trace.context import ConversionContext
@@ -166,6 +170,109 @@ def convert_multi_head_attention_forward(ctx: ConversionContext, call: Call) -> 
         self_attention=q is k and k is v and m._qkv_same_embed_dim and m.static_k is None,
     )
     return out, weights
+
+
+# ------------------------------------------- torch's fused inference ops (fast paths, in dynamo's graphs)
+_NMHA = ("query", "key", "value", "embed_dim", "num_head", "qkv_weight", "qkv_bias", "proj_weight", "proj_bias",
+         "mask", "need_weights", "average_attn_weights", "mask_type")
+_NMHA_DEFAULTS: dict[str, Any] = {"mask": None, "need_weights": True, "average_attn_weights": True,
+                                  "mask_type": None}
+# mask_type -> the mask's rank: 0 an attention mask [L, S], 1 a key padding mask [N, S], 2 (and None)
+# a merged mask [N, H, L, S] (nn.MultiheadAttention.merge_masks)
+_MASK_RANKS = {0: 2, 1: 2, 2: 4, None: 4}
+_TEL = ("src", "embed_dim", "num_heads", "qkv_weight", "qkv_bias", "proj_weight", "proj_bias", "use_gelu",
+        "norm_first", "eps", "norm_weight_1", "norm_bias_1", "norm_weight_2", "norm_bias_2", "ffn_weight_1",
+        "ffn_bias_1", "ffn_weight_2", "ffn_bias_2", "mask", "mask_type")
+_TEL_WEIGHTS = tuple(n for n in _TEL if "weight" in n or "bias" in n)
+
+
+def _named(call: Call, names: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any]:
+    return {n: call.arg(i, n, defaults.get(n, inspect.Parameter.empty)) for i, n in enumerate(names)}
+
+
+def _check_fused(a: dict[str, Any], tensors: tuple[str, ...], weights: tuple[str, ...]) -> str | None:
+    for n in tensors:
+        t = a[n]
+        if getattr(t, "is_nested", False):
+            return (f"{n} is a nested tensor (torch's fast path for padded sequences, e.g. nn.TransformerEncoder "
+                    "with src_key_padding_mask): not supported; pass enable_nested_tensor=False to the encoder")
+        if t.dim() != 3 or not float_dtype(t.dtype):
+            return f"{n} must be a batched floating-point [N, L, E] tensor, got {t.dim()}-D {t.dtype}"
+    traced = [n for n in weights if is_traced(a[n])]
+    if traced:
+        return f"{', '.join(traced)} computed from the network inputs: weights must be constants for TensorRT"
+    mask, mask_type = a["mask"], a["mask_type"]
+    if mask is not None and (mask_type not in _MASK_RANKS or mask.dim() != _MASK_RANKS[mask_type]):
+        return (f"a {mask.dim()}-D mask with mask_type={mask_type}: torch takes a [L, S] mask (type 0), an [N, S] "
+                "key padding mask (type 1) or an [N, H, L, S] mask (type 2)")
+    return None
+
+
+def _fused_mha(ctx: ConversionContext, a: dict[str, Any], x: tuple[Any, Any, Any], heads: int, need_weights: bool,
+               average: bool, dtype: torch.dtype) -> tuple[Any, Any | None]:
+    """torch's ``_native_multi_head_attention`` on batch-first network tensors: its mask, of any dtype,
+    masks where nonzero (torch converts it to bool); a query row whose keys are all masked is NaN, as
+    in torch (the decomposed attention; the fused IAttention would give 0 there)."""
+    mhaf = dict.fromkeys(_MHAF) | {
+        "embed_dim_to_check": a["embed_dim"], "num_heads": heads, "use_separate_proj_weight": False,
+        "in_proj_weight": a["qkv_weight"], "in_proj_bias": a["qkv_bias"], "out_proj_weight": a["proj_weight"],
+        "out_proj_bias": a["proj_bias"], "add_zero_attn": False}
+    mod = _FunctionalMHA(ctx, mhaf, dtype)
+    mask, kpm = a["mask"], None
+    if mask is not None:
+        it = ctx.itensor(mask)
+        if mask.dtype != torch.bool:
+            it = unary(ctx, ew(ctx, it, const(ctx, 0, mask.dtype, mask.dim()), "EQUAL"), "NOT")
+        mask, kpm = (None, it) if a["mask_type"] == 1 else (it, None)
+    q, k, v = x
+    return att.multi_head_attention(ctx, mod, q, k, v, kpm, mask, need_weights or a["mask"] is not None, average,
+                                    True, False, dtype, self_attention=q is k and k is v)
+
+
+@converter(torch._native_multi_head_attention,
+           check=lambda call: _check_fused(_named(call, _NMHA, _NMHA_DEFAULTS), ("query", "key", "value"),
+                                           ("qkv_weight", "qkv_bias", "proj_weight", "proj_bias")))
+def convert_native_multi_head_attention(ctx: ConversionContext, call: Call) -> Any:
+    """nn.MultiheadAttention's fast path (eval, batch_first, self-attention): (output, the attention
+    weights averaged over heads or per head, or None without ``need_weights``)."""
+    a = _named(call, _NMHA, _NMHA_DEFAULTS)
+    dt = call.output[0].dtype
+    q = ctx.itensor(a["query"], dt)
+    same = a["query"] is a["key"] and a["key"] is a["value"]
+    x = (q, q, q) if same else (q, ctx.itensor(a["key"], dt), ctx.itensor(a["value"], dt))
+    need = bool(a["need_weights"])
+    out, weights = _fused_mha(ctx, a, x, int(a["num_head"]), need, bool(a["average_attn_weights"]), dt)
+    return out, (weights if need else None)
+
+
+@converter(torch._transformer_encoder_layer_fwd,
+           check=lambda call: _check_fused(_named(call, _TEL, {"mask": None, "mask_type": None}), ("src",),
+                                           _TEL_WEIGHTS))
+def convert_transformer_encoder_layer_fwd(ctx: ConversionContext, call: Call) -> Any:
+    """nn.TransformerEncoderLayer's fast path (eval, batch_first): self-attention, residual and layer
+    norm (before each block with ``norm_first``, else after), the ReLU / exact GELU feed-forward."""
+    a = _named(call, _TEL, {"mask": None, "mask_type": None})
+    dt = call.output.dtype
+    eps = float(a["eps"])
+
+    def norm(it: Any, i: int) -> Any:
+        return layer_norm(ctx, it, 1, a[f"norm_weight_{i}"], a[f"norm_bias_{i}"], eps, dt)
+
+    def w(name: str) -> Any:
+        return const(ctx, a[name].detach(), dt)
+
+    src = ctx.itensor(a["src"], dt)
+    x = norm(src, 1) if a["norm_first"] else src
+    x = ew(ctx, _fused_mha(ctx, a, (x, x, x), int(a["num_heads"]), False, True, dt)[0], src, "SUM")
+    if not a["norm_first"]:
+        x = norm(x, 1)
+    residual = x
+    x = norm(x, 2) if a["norm_first"] else x
+    hidden = linear(ctx, x, w("ffn_weight_1"), w("ffn_bias_1"))
+    act = ctx.trt.ActivationType.GELU_ERF if a["use_gelu"] else ctx.trt.ActivationType.RELU
+    hidden = ctx.network.add_activation(hidden, act).get_output(0)
+    x = ew(ctx, linear(ctx, hidden, w("ffn_weight_2"), w("ffn_bias_2")), residual, "SUM")
+    return x if a["norm_first"] else norm(x, 2)
 
 
 # ---------------------------------------------------------------------------- distances

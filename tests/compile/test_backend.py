@@ -458,3 +458,38 @@ class UsesVmap(nn.Module):
 def test_graph_with_functorch_transforms_runs_in_pytorch() -> None:
     report = _check(UsesVmap().eval(), torch.randn(3, 4))
     assert all(g.trt_ops == 0 and "functorch" in g.note for g in report.graphs), str(report)
+
+
+@pytest.mark.parametrize("name", ["lstm_gru_sequence", "patch_time_series"])
+def test_fused_rnn_and_transformer_ops_run_entirely_in_tensorrt(name: str) -> None:
+    """What dynamo emits for nn.LSTM / nn.GRU under ``allow_rnn`` (``torch.lstm``, ``torch.gru`` with
+    flat weights) and for nn.TransformerEncoderLayer's fast path in eval (``_transformer_encoder_layer_fwd``)
+    converts: the whole zoo model runs in TensorRT and matches eager."""
+    from tests.zoo.test_zoo import ZOO
+
+    zoo = next(z for z in ZOO if z.name == name)
+    torch.manual_seed(0)
+    model, xs = zoo.build().eval(), zoo.inputs()
+    with torch._dynamo.config.patch(allow_rnn=True), torch.no_grad():
+        got, want = _compiled(model)(*xs), model(*xs)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    report = compile_report()
+    assert report.share == 1.0 and not report.graph_breaks, str(report)
+
+
+@pytest.mark.rtx
+@pytest.mark.parametrize("name", ["lstm_gru_sequence", "patch_time_series"])
+def test_fused_rnn_and_transformer_ops_build_on_tensorrt_rtx(name: str) -> None:
+    """TensorRT-RTX's builder accepts the loops and attention of these converters (one engine per model;
+    without a GPU the calls then run in PyTorch, which the outputs check)."""
+    from tests.zoo.test_zoo import ZOO
+
+    zoo = next(z for z in ZOO if z.name == name)
+    torch.manual_seed(0)
+    model, xs = zoo.build().eval(), zoo.inputs()
+    with torch._dynamo.config.patch(allow_rnn=True), warnings.catch_warnings(record=True), torch.no_grad():
+        warnings.simplefilter("always")
+        torch.testing.assert_close(_compiled(model, backend="tensorrt-rtx")(*xs), model(*xs), **TOL)
+    graph = compile_report().graphs[0]
+    engines = [p for p in graph.partitions if p.runs_on == "TensorRT-RTX"]
+    assert len(engines) == 1 and not engines[0].reason and graph.share == 1.0, str(graph)

@@ -224,3 +224,87 @@ MHAF = [
 ]
 
 CASES = SDPA + MHA + MHAF + DIST
+
+
+# ------------------------------------------------ torch's fused inference ops (nn modules' fast paths)
+class _FastEncoder(nn.Module):
+    """``torch._transformer_encoder_layer_fwd`` called with a TransformerEncoderLayer's weights, as the
+    layer's fast path (eval, batch_first) calls it; the mask (and its type) as an input."""
+
+    def __init__(self, norm_first: bool = False, gelu: bool = False, mask_type: int | None = None) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True, norm_first=norm_first,
+                                                activation="gelu" if gelu else "relu")
+        self.gelu, self.mask_type = gelu, mask_type
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        m = self.layer
+        a = m.self_attn
+        return torch._transformer_encoder_layer_fwd(
+            x, a.embed_dim, a.num_heads, a.in_proj_weight, a.in_proj_bias, a.out_proj.weight, a.out_proj.bias,
+            self.gelu, m.norm_first, m.norm1.eps, m.norm1.weight, m.norm1.bias, m.norm2.weight, m.norm2.bias,
+            m.linear1.weight, m.linear1.bias, m.linear2.weight, m.linear2.bias, mask, self.mask_type)
+
+
+class _FastMHA(nn.Module):
+    """``torch._native_multi_head_attention`` with a MultiheadAttention's weights (its fast path)."""
+
+    def __init__(self, need_weights: bool = True, average: bool = True, mask_type: int | None = None,
+                 cross: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.mha = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.need_weights, self.average, self.mask_type, self.cross = need_weights, average, mask_type, cross
+
+    def forward(self, x: torch.Tensor, *rest: torch.Tensor):  # type: ignore[no-untyped-def]
+        m = self.mha
+        kv = rest[0] if self.cross else x
+        mask = rest[-1] if self.mask_type is not None else None
+        out, w = torch._native_multi_head_attention(
+            x, kv, kv, m.embed_dim, m.num_heads, m.in_proj_weight, m.in_proj_bias, m.out_proj.weight,
+            m.out_proj.bias, mask, self.need_weights, self.average, self.mask_type)
+        return (out, w) if self.need_weights else out
+
+
+def _padding(n: int, s: int, dtype: torch.dtype = torch.bool) -> torch.Tensor:
+    """A key padding mask [n, s]: True (or -inf) masks a key; key 0 is never masked."""
+    mask = torch.rand(n, s, generator=torch.Generator().manual_seed(6)) > 0.6
+    mask[:, 0] = False
+    return mask if dtype == torch.bool else torch.zeros(n, s).masked_fill(mask, float("-inf"))
+
+
+def _merged(n: int, h: int, length: int) -> torch.Tensor:
+    """A merged [n, h, L, L] float mask (nn.MultiheadAttention.merge_masks: causal + padding, 0 / -inf)."""
+    causal = torch.ones(length, length, dtype=torch.bool).triu(1)
+    mask = causal.view(1, 1, length, length) | _padding(n, length).view(n, 1, 1, length)
+    return torch.zeros(n, h, length, length).masked_fill(mask, float("-inf"))
+
+
+FUSED = [
+    Case("transformer_encoder_layer_fwd", lambda: _FastEncoder(), lambda: [randn(2, 6, 16)], is_module=True,
+         targets=["torch._transformer_encoder_layer_fwd"], **_TOL),
+    Case("transformer_encoder_layer_fwd_norm_first_gelu_padding", lambda: _FastEncoder(True, True, 1),
+         lambda: [randn(3, 6, 16), _padding(3, 6)], is_module=True, **_TOL),
+    Case("transformer_encoder_layer_fwd_merged_mask", lambda: _FastEncoder(mask_type=2),
+         lambda: [randn(2, 5, 16), _merged(2, 2, 5)], is_module=True, **_TOL),
+    Case("native_multi_head_attention", lambda: _FastMHA(), lambda: [randn(2, 5, 8)], is_module=True,
+         targets=["torch._native_multi_head_attention"], **_TOL),
+    Case("native_multi_head_attention_causal_no_weights", lambda: _FastMHA(False, mask_type=0),
+         lambda: [randn(2, 5, 8), torch.ones(5, 5, dtype=torch.bool).triu(1)], is_module=True, **_TOL),
+    Case("native_multi_head_attention_per_head_float_padding", lambda: _FastMHA(average=False, mask_type=1),
+         lambda: [randn(3, 5, 8), _padding(3, 5, torch.float32)], is_module=True,
+         vary="the -inf padding mask is an input: rolling it moves the masked keys of row 0", **_TOL),
+    Case("native_multi_head_attention_fully_masked_row_no_weights", lambda: _FastMHA(False, mask_type=1),
+         lambda: [randn(2, 5, 8), torch.tensor([[False, True, False, True, True], [True] * 5])], is_module=True,
+         **_TOL),  # torch gives NaN for batch 1 (all keys masked): so must the engine (equal_nan)
+    Case("native_multi_head_attention_cross", lambda: _FastMHA(cross=True), lambda: [randn(2, 5, 8), randn(2, 5, 8, seed=1)],
+         is_module=True, **_TOL),
+    Case("native_multi_head_attention_weights_from_inputs",
+         lambda x, w: torch._native_multi_head_attention(x, x, x, 8, 2, w, torch.zeros(24), torch.eye(8),
+                                                         torch.zeros(8), None, False)[0],
+         lambda: [randn(2, 5, 8), randn(24, 8, seed=1)], vary="the weight is an input",
+         xfail="qkv_weight computed from the network inputs"),
+]
+
+CASES += FUSED

@@ -104,3 +104,45 @@ CASES += [
     Case("half_lstm_cell_loop", _loop(nn.LSTMCell, 4, 5, half=True), lambda: [randn(2, 3, 4, dtype=torch.float16)],
          is_module=True, **_HALF),
 ]
+
+
+class _Flat(nn.Module):
+    """``torch.lstm`` / ``gru`` / ``rnn_tanh`` / ``rnn_relu`` called with a layer's flat weights and an
+    initial state (zeros where not given), as dynamo emits them for nn.LSTM etc. under ``allow_rnn``."""
+
+    def __init__(self, rnn: nn.RNNBase) -> None:
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x: torch.Tensor, *state: torch.Tensor):  # type: ignore[no-untyped-def]
+        r = self.rnn
+        fn = {"LSTM": torch.lstm, "GRU": torch.gru, "RNN_TANH": torch.rnn_tanh, "RNN_RELU": torch.rnn_relu}[r.mode]
+        n = x.shape[0] if r.batch_first else x.shape[1]
+        dirs = 2 if r.bidirectional else 1
+        h = state[0] if state else x.new_zeros(r.num_layers * dirs, n, r.proj_size or r.hidden_size)
+        hx: object = h
+        if r.mode == "LSTM":
+            hx = (h, state[1] if len(state) > 1 else x.new_zeros(r.num_layers * dirs, n, r.hidden_size))
+        return fn(x, hx, r._flat_weights, r.bias, r.num_layers, 0.0, False, r.bidirectional,  # type: ignore[operator]
+                  r.batch_first)
+
+
+def _flat(cls, *args, **kw):  # type: ignore[no-untyped-def]
+    return lambda: _Flat(_seeded(cls, *args, **kw)())
+
+
+CASES += [
+    Case("functional_lstm", _flat(nn.LSTM, 4, 5, num_layers=2, batch_first=True), lambda: [randn(2, 6, 4)],
+         is_module=True, targets=["torch.lstm"], **_TOL),
+    Case("functional_lstm_proj_bidir_state", _flat(nn.LSTM, 4, 6, proj_size=3, bidirectional=True, batch_first=True),
+         lambda: [randn(3, 5, 4), randn(2, 3, 3, seed=1), randn(2, 3, 6, seed=2)], is_module=True,
+         targets=["torch.lstm"], **_TOL),
+    Case("functional_gru_time_major_no_bias", _flat(nn.GRU, 4, 5, num_layers=2, bias=False), lambda: [randn(6, 2, 4)],
+         is_module=True, targets=["torch.gru"], **_TOL),
+    Case("functional_gru_bidir", _flat(nn.GRU, 4, 3, bidirectional=True, batch_first=True), lambda: [randn(3, 5, 4)],
+         is_module=True, targets=["torch.gru"], **_TOL),
+    Case("functional_rnn_tanh", _flat(nn.RNN, 4, 5, batch_first=True), lambda: [randn(2, 6, 4)], is_module=True,
+         targets=["torch.rnn_tanh"], **_TOL),
+    Case("functional_rnn_relu_2layers", _flat(nn.RNN, 4, 5, num_layers=2, nonlinearity="relu", batch_first=True),
+         lambda: [randn(2, 6, 4)], is_module=True, targets=["torch.rnn_relu"], **_TOL),
+]

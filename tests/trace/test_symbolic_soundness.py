@@ -319,3 +319,22 @@ def test_a_file_without_equal_dims_still_loads(tmp_path: pathlib.Path) -> None:
     engine_file.write(path, header, plan)  # as written before the field existed
     loaded = torch2trt_lite.load(path)
     _run(loaded, m, torch.randn(3, 3), torch.randn(3, 3))
+
+
+class SliceByValue(nn.Module):
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        return x[:, : n.max().item()] * 2
+
+
+@pytest.mark.parametrize("high", [31, 100])
+def test_a_slice_by_a_value_read_of_a_narrow_dim_converts(high: int) -> None:
+    """``x[:, :k]`` with ``k`` read from a shape input, on a dim narrower than the sim's probe sizes (24,
+    56): the slice's size stands in for a value known only at run time, so its bounds are checked there,
+    not at build (TensorRT's rule); beyond the dim, Python's slice clamps, and so does the engine."""
+    model = SliceByValue().eval()
+    x = torch.randn(2, 30)
+    n = Input((2,), (2,), (2,), dtype=torch.int64, example=torch.tensor([5, 7]), low=0, high=high)
+    trt = torch2trt_lite.convert(model, [x, n], backend="sim")
+    for k in (0, 1, 7, 30, high - 1):
+        v = torch.tensor([k, 0])
+        torch.testing.assert_close(trt(x, v), model(x, v), rtol=0, atol=0)

@@ -408,8 +408,12 @@ class ISliceLayer(_ShapeReader):
                     continue
                 gathers.append((ax, st, sz, sd, SampleMode.CLAMP))  # in bounds: any mode reads the same
                 continue
-            if mode == SampleMode.STRICT_BOUNDS and rt.probe and ax in self.__dict__.get("_dyn_axes", ()):
-                gathers.append((ax, st, sz, sd, SampleMode.CLAMP))  # probe size of a dynamic dim: checked at run time
+            if mode == SampleMode.STRICT_BOUNDS and rt.probe and (
+                ax in self.__dict__.get("_dyn_axes", ())
+                or any(getattr(t, "_stand_in", False) for t in (start_t, size_t, stride_t))
+            ):  # a probe size of a dynamic dim, or parameters that stand in for values known only at run time
+                # (sizes read from a shape input's values, see IConcatenationLayer._call): checked at run time
+                gathers.append((ax, st, sz, sd, SampleMode.CLAMP))
                 continue
             if mode == SampleMode.STRICT_BOUNDS:
                 raise _fail(
@@ -499,6 +503,10 @@ class IConcatenationLayer(_KeepsType):
         ) and sum(a.numel() for a in args) <= 64:
             p = PROBE_SIZES[min(rt.probe_index, len(PROBE_SIZES) - 1)]
             args = [torch.full(tuple(a.shape), p, dtype=a.dtype) if _is_meta(a) else a for a in args]
+            outs = super()._call(args, rt)
+            for o in outs:  # a shape whose values are partly stand-ins: a slice reading it is checked at run time
+                o._stand_in = True  # type: ignore[attr-defined]
+            return outs
         return super()._call(args, rt)
 
     def _run(self, inputs: list[Any], rt: RunContext) -> list[torch.Tensor]:
