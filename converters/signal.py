@@ -37,11 +37,16 @@ _STFT_DEFAULTS = (None, None, None, None, None, True, "reflect", False, None, No
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
-def _stft_args(call: Call) -> dict[str, Any]:
-    first = "self" if call.qualname == "torch.Tensor.stft" else "input"
-    a = {n: call.arg(i, n, d) for i, (n, d) in enumerate(zip(_STFT, _STFT_DEFAULTS, strict=True)) if i}
+def _named_args(call: Call, names: tuple[str, ...], defaults: tuple[Any, ...]) -> dict[str, Any]:
+    """The arguments by name; the first is ``self`` in the method form (``Tensor.stft``), ``input`` otherwise."""
+    first = "self" if call.qualname.startswith("torch.Tensor.") else "input"
+    a = {n: call.arg(i, n, d) for i, (n, d) in enumerate(zip(names, defaults, strict=True)) if i}
     a["input"] = call.arg(0, first)
     return a
+
+
+def _stft_args(call: Call) -> dict[str, Any]:
+    return _named_args(call, _STFT, _STFT_DEFAULTS)
 
 
 def check_stft(call: Call) -> str | None:
@@ -88,10 +93,7 @@ _ISTFT_DEFAULTS = (None, None, None, None, None, True, False, None, None, False)
 
 
 def _istft_args(call: Call) -> dict[str, Any]:
-    first = "self" if call.qualname == "torch.Tensor.istft" else "input"
-    a = {n: call.arg(i, n, d) for i, (n, d) in enumerate(zip(_ISTFT, _ISTFT_DEFAULTS, strict=True)) if i}
-    a["input"] = call.arg(0, first)
-    return a
+    return _named_args(call, _ISTFT, _ISTFT_DEFAULTS)
 
 
 def check_istft(call: Call) -> str | None:

@@ -47,6 +47,7 @@ from torch2trt_lite.registry import Call, converter, when_imported
 
 from .impl import sizes as Y
 from .impl.active import active_context
+from .impl.nn_common import producer_layers
 
 if TYPE_CHECKING:
     from torch2trt_lite.trace.context import ConversionContext
@@ -83,12 +84,7 @@ def _uniform_value(ctx: ConversionContext, it: Any) -> Any:
     nearest resizes and concatenations of such tensors; None otherwise."""
     import numpy as np
 
-    trt, net = ctx.trt, ctx.network
-    producers: dict[str, Any] = {}
-    for i in range(int(net.num_layers)):
-        layer = net.get_layer(i)
-        for j in range(int(layer.num_outputs)):
-            producers[str(layer.get_output(j).name)] = layer
+    trt, producers = ctx.trt, producer_layers(ctx.network)
 
     def value(t: Any, depth: int) -> Any:
         layer = producers.get(str(t.name))

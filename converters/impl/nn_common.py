@@ -190,3 +190,13 @@ def float64_allowed() -> bool:
     """Does the running conversion compute float64 in float32 (``truncate_double`` not False)?"""
     ctx = active_context()
     return ctx is not None and ctx.float64.allowed
+
+
+def producer_layers(network: Any) -> dict[str, Any]:
+    """Tensor name -> the layer of ``network`` that produces it (inputs have none)."""
+    out: dict[str, Any] = {}
+    for i in range(int(network.num_layers)):
+        layer = network.get_layer(i)
+        for j in range(int(layer.num_outputs)):
+            out[str(layer.get_output(j).name)] = layer
+    return out

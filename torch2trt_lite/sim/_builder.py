@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import BuildError, NetworkDefinitionError
-from ._core import Dims, _log, as_dims, field_property
+from ._core import Dims, FlagSet, _log, as_dims, field_property
 from ._enums import BuilderFlag, DataType, MemoryPoolType, Severity
 
 
@@ -137,7 +137,7 @@ class IOptimizationProfile:
     __nonzero__ = __bool__
 
 
-class IBuilderConfig:
+class IBuilderConfig(FlagSet):
     def __init__(self) -> None:
         self.reset()
 
@@ -171,17 +171,6 @@ class IBuilderConfig:
 
     def clear_flag(self, flag: Any) -> None:
         self._flags &= ~(1 << int(flag))
-
-    def get_flag(self, flag: Any) -> bool:
-        return bool(self._flags & (1 << int(flag)))
-
-    @property
-    def flags(self) -> int:
-        return self._flags
-
-    @flags.setter
-    def flags(self, value: int) -> None:
-        self._flags = int(value)
 
     def add_optimization_profile(self, profile: IOptimizationProfile) -> int:
         if not profile:

@@ -568,6 +568,24 @@ def _coerce(name: str, default: Any, value: Any, owner: str) -> Any:
     return value
 
 
+class FlagSet:
+    """A set of flag bits (``IBuilderConfig``, ``ISerializationConfig``): ``get_flag`` and the ``flags``
+    property; ``set_flag``/``clear_flag`` differ in what they return, so each class has its own."""
+
+    _flags: int
+
+    def get_flag(self, flag: Any) -> bool:
+        return bool(self._flags & (1 << int(flag)))
+
+    @property
+    def flags(self) -> int:
+        return self._flags
+
+    @flags.setter
+    def flags(self, value: int) -> None:
+        self._flags = int(value)
+
+
 def field_property(field: str) -> property:
     """A settable API member stored as the instance attribute ``field`` (``error_recorder`` and the like)."""
 

@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 
-from ._core import Weights, _log
+from ._core import FlagSet, Weights, _log
 from ._enums import ENUMS, Severity
 
 
-class ISerializationConfig:
+class ISerializationConfig(FlagSet):
     """Flags of ``ICudaEngine.serialize_with_config`` (``SerializationFlag``)."""
 
     def __init__(self) -> None:
@@ -39,17 +39,6 @@ class ISerializationConfig:
     def clear_flag(self, flag: Any) -> bool:
         self._flags &= ~(1 << int(flag))
         return True
-
-    def get_flag(self, flag: Any) -> bool:
-        return bool(self._flags & (1 << int(flag)))
-
-    @property
-    def flags(self) -> int:
-        return self._flags
-
-    @flags.setter
-    def flags(self, value: int) -> None:
-        self._flags = int(value)
 
 
 def _crc(t: torch.Tensor) -> int:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from torch2trt_lite.converters.impl.nn_common import producer_layers
+
 if TYPE_CHECKING:
     from torch2trt_lite.trace.context import ConversionContext
 
@@ -30,12 +32,7 @@ def value_bounds(ctx: ConversionContext, it: Any) -> tuple[float, float]:
     where its layers do not show one."""
     if not ctx.value_bounds:
         return _UNBOUNDED
-    trt, net = ctx.trt, ctx.network
-    producers: dict[str, Any] = {}
-    for i in range(int(net.num_layers)):
-        layer = net.get_layer(i)
-        for j in range(int(layer.num_outputs)):
-            producers[str(layer.get_output(j).name)] = layer
+    trt, producers = ctx.trt, producer_layers(ctx.network)
     ints = (trt.int32, trt.int64, trt.int8, trt.uint8)
 
     def union(parts: list[tuple[float, float]]) -> tuple[float, float]:
