@@ -77,6 +77,26 @@ def _check_mha(call: Call) -> str | None:
     return None
 
 
+def _all_masked(mask: torch.Tensor | None) -> torch.Tensor | None:
+    if mask is None:
+        return None
+    return torch.ones_like(mask) if mask.dtype == torch.bool else torch.full_like(mask, float("-inf"))
+
+
+def _eager_masked_rows_nan(m: torch.nn.MultiheadAttention, a: dict[str, Any]) -> bool | None:
+    """What eager gives for a query row whose keys are all masked: NaN (torch's fused inference path,
+    and wherever it returns weights) or 0 (its sdpa path); which path torch takes depends on the
+    module, the arguments and the grad mode, so the module is run once here with every key masked
+    (None: no mask, no row can be all masked). Converters run with the tracer passing calls through."""
+    if a["key_padding_mask"] is None and a["attn_mask"] is None:
+        return None
+    with torch.no_grad():
+        out = m(a["query"], a["key"], a["value"], key_padding_mask=_all_masked(a["key_padding_mask"]),
+                need_weights=bool(a["need_weights"]), attn_mask=_all_masked(a["attn_mask"]),
+                average_attn_weights=bool(a["average_attn_weights"]), is_causal=bool(a["is_causal"]))[0]
+    return bool(out.isnan().any())
+
+
 @converter(torch.nn.MultiheadAttention, check=_check_mha)
 def convert_multihead_attention(ctx: ConversionContext, call: Call) -> Any:
     m: torch.nn.MultiheadAttention = call.args[0]
@@ -88,7 +108,7 @@ def convert_multihead_attention(ctx: ConversionContext, call: Call) -> Any:
     out, weights = att.multi_head_attention(
         ctx, m, q, k, v, _mask(ctx, a["key_padding_mask"], dt), _mask(ctx, a["attn_mask"], dt),
         bool(a["need_weights"]), bool(a["average_attn_weights"]), bool(m.batch_first), unbatched, dt,
-        self_attention=q is k and k is v,
+        self_attention=q is k and k is v, masked_rows_nan=_eager_masked_rows_nan(m, a),
     )
     return out, weights
 

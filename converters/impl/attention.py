@@ -312,11 +312,14 @@ def multi_head_attention(
     unbatched: bool,
     dtype: torch.dtype,
     self_attention: bool = False,
+    masked_rows_nan: bool | None = None,
 ) -> tuple[Any, Any | None]:
     """``nn.MultiheadAttention`` in inference; inputs as given (time-major unless ``batch_first``).
     ``self_attention``: query, key and value are one tensor (only ``query`` is read then). ``m`` is the
     module, or an object with its attributes (``F.multi_head_attention_forward``'s arguments, whose
-    ``static_k``/``static_v`` are network tensors)."""
+    ``static_k``/``static_v`` are network tensors). ``masked_rows_nan``: what a query row whose keys are
+    all masked gives, as eager's path does (True: NaN, a plain softmax; False: 0, torch's sdpa; None:
+    the builder's own choice, the fused layer's 0 where it fuses, else NaN)."""
     if self_attention:
         key = value = query = unsqueeze(ctx, query, [1]) if unbatched else query
         if unbatched:
@@ -363,7 +366,11 @@ def multi_head_attention(
     attn = None
     # NOTE: fused, a query row whose keys are all masked gives 0 on the sim (torch's sdpa does); TensorRT
     # does not document what its IAttention gives there
-    if not need_weights and can_fuse(ctx, _shape(q), _shape(k), _shape(v), None if attn_mask is None and
+    masked = attn_mask is not None or key_padding_mask is not None
+    # NOTE: where eager gives NaN for fully masked rows, the decomposed form (a plain softmax) gives it too;
+    # the fused layer gives 0 there on the sim, as torch's sdpa (TensorRT does not document its IAttention's)
+    if not need_weights and not (masked and masked_rows_nan) and can_fuse(
+            ctx, _shape(q), _shape(k), _shape(v), None if attn_mask is None and
                                      key_padding_mask is None else (1, 1, length, s), False):
         out = fused_attention(ctx, q, k, v, _mha_mask(ctx, attn_mask, key_padding_mask, (n, h, length, s), dtype),
                               False, dtype)  # [N, H, L, D]; the scale is in the query projection (above)
@@ -380,6 +387,8 @@ def multi_head_attention(
         # NOTE: a query row whose keys are all masked is NaN here, as in torch's fused inference path
         # (eval, batched); torch's unbatched / sdpa path gives 0 there instead: torch itself differs.
         attn = softmax(ctx, scores, -1)
+        if masked and masked_rows_nan is False:
+            attn = zero_masked_rows(ctx, attn, scores, dtype)
         out = matmul(ctx, attn, v)  # [N, H, L, D]
     out = _merge_heads(ctx, out)
     out = linear(ctx, out, w(m.out_proj.weight), w(m.out_proj.bias))
