@@ -76,7 +76,11 @@ def _eager_experts(hidden: torch.Tensor) -> torch.Tensor:
                                          num_experts_per_tok=2)
         cfg._experts_implementation = "eager"
         torch.manual_seed(0)
-        _MOE.append(MixtralSparseMoeBlock(cfg).eval())
+        block = MixtralSparseMoeBlock(cfg).eval()
+        with torch.no_grad():  # NOTE: the experts' weights are torch.empty until a PreTrainedModel inits them
+            for p in block.parameters():
+                p.normal_(0.0, 0.2)
+        _MOE.append(block)
     out: torch.Tensor = _MOE[0](hidden)
     return out
 
