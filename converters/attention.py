@@ -4,7 +4,6 @@ similarity and distances: cosine_similarity, pairwise_distance, cdist."""
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -125,7 +124,7 @@ _MHAF_WEIGHTS = ("in_proj_weight", "in_proj_bias", "bias_k", "bias_v", "out_proj
 
 
 def _mhaf_args(call: Call) -> dict[str, Any]:
-    return {n: call.arg(i, n, _MHAF_DEFAULTS.get(n)) for i, n in enumerate(_MHAF)}
+    return call.named(_MHAF, dict.fromkeys(_MHAF) | _MHAF_DEFAULTS)
 
 
 def _check_mhaf(call: Call) -> str | None:
@@ -206,10 +205,6 @@ _TEL = ("src", "embed_dim", "num_heads", "qkv_weight", "qkv_bias", "proj_weight"
 _TEL_WEIGHTS = tuple(n for n in _TEL if "weight" in n or "bias" in n)
 
 
-def _named(call: Call, names: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any]:
-    return {n: call.arg(i, n, defaults.get(n, inspect.Parameter.empty)) for i, n in enumerate(names)}
-
-
 def _check_fused(a: dict[str, Any], tensors: tuple[str, ...], weights: tuple[str, ...]) -> str | None:
     for n in tensors:
         t = a[n]
@@ -250,12 +245,12 @@ def _fused_mha(ctx: ConversionContext, a: dict[str, Any], x: tuple[Any, Any, Any
 
 
 @converter(torch._native_multi_head_attention,
-           check=lambda call: _check_fused(_named(call, _NMHA, _NMHA_DEFAULTS), ("query", "key", "value"),
+           check=lambda call: _check_fused(call.named(_NMHA, _NMHA_DEFAULTS), ("query", "key", "value"),
                                            ("qkv_weight", "qkv_bias", "proj_weight", "proj_bias")))
 def convert_native_multi_head_attention(ctx: ConversionContext, call: Call) -> Any:
     """nn.MultiheadAttention's fast path (eval, batch_first, self-attention): (output, the attention
     weights averaged over heads or per head, or None without ``need_weights``)."""
-    a = _named(call, _NMHA, _NMHA_DEFAULTS)
+    a = call.named(_NMHA, _NMHA_DEFAULTS)
     dt = call.output[0].dtype
     q = ctx.itensor(a["query"], dt)
     same = a["query"] is a["key"] and a["key"] is a["value"]
@@ -266,12 +261,12 @@ def convert_native_multi_head_attention(ctx: ConversionContext, call: Call) -> A
 
 
 @converter(torch._transformer_encoder_layer_fwd,
-           check=lambda call: _check_fused(_named(call, _TEL, {"mask": None, "mask_type": None}), ("src",),
+           check=lambda call: _check_fused(call.named(_TEL, {"mask": None, "mask_type": None}), ("src",),
                                            _TEL_WEIGHTS))
 def convert_transformer_encoder_layer_fwd(ctx: ConversionContext, call: Call) -> Any:
     """nn.TransformerEncoderLayer's fast path (eval, batch_first): self-attention, residual and layer
     norm (before each block with ``norm_first``, else after), the ReLU / exact GELU feed-forward."""
-    a = _named(call, _TEL, {"mask": None, "mask_type": None})
+    a = call.named(_TEL, {"mask": None, "mask_type": None})
     dt = call.output.dtype
     eps = float(a["eps"])
 

@@ -38,7 +38,7 @@ _BAG_DEFAULTS = (None, None, None, None, 2, False, "mean", False, None, False, N
 
 
 def _bag_args(call: Call) -> dict[str, Any]:
-    return {n: call.arg(i, n, d) for i, (n, d) in enumerate(zip(_BAG, _BAG_DEFAULTS, strict=True))}
+    return call.named(_BAG, dict(zip(_BAG, _BAG_DEFAULTS, strict=True)))
 
 
 def _check_embedding_bag(call: Call) -> str | None:

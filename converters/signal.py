@@ -38,11 +38,8 @@ _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
 def _named_args(call: Call, names: tuple[str, ...], defaults: tuple[Any, ...]) -> dict[str, Any]:
-    """The arguments by name; the first is ``self`` in the method form (``Tensor.stft``), ``input`` otherwise."""
-    first = "self" if call.qualname.startswith("torch.Tensor.") else "input"
-    a = {n: call.arg(i, n, d) for i, (n, d) in enumerate(zip(names, defaults, strict=True)) if i}
-    a["input"] = call.arg(0, first)
-    return a
+    """The arguments by name; ``input`` (``self`` of the method form, always positional) is required."""
+    return call.named(names, dict(zip(names[1:], defaults[1:], strict=True)))
 
 
 def _stft_args(call: Call) -> dict[str, Any]:

@@ -65,6 +65,12 @@ class Call:
             raise Torch2TRTError(f"{self.qualname}: missing argument '{name}' (position {index})")
         return default
 
+    def named(self, names: Iterable[str], defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Every argument of a signature by name (``names`` in positional order), as :meth:`arg` binds it;
+        a name without a default in ``defaults`` is required."""
+        defaults = defaults or {}
+        return {n: self.arg(i, n, defaults.get(n, inspect.Parameter.empty)) for i, n in enumerate(names)}
+
 
 @dataclass(frozen=True)
 class ConverterRecord:

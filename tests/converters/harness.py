@@ -15,8 +15,9 @@ registered converter is covered by at least one case).
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
@@ -62,6 +63,20 @@ class Case:
         return Fn(self.model).eval()
 
 
+@contextlib.contextmanager
+def converted_calls() -> Iterator[set[str]]:
+    """The qualnames of the calls converters handle while the block runs (convert or check)."""
+    seen: set[str] = set()
+    original = tracer.Tracer.convert_call
+
+    def recording(self: Any, record: Any, *args: Any) -> Any:
+        seen.add(record.qualname)
+        return original(self, record, *args)
+
+    with mock.patch.object(tracer.Tracer, "convert_call", recording):
+        yield seen
+
+
 def randn(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g).to(dtype)
@@ -97,14 +112,7 @@ def run_case(case: Case) -> None:
                 flat = leaf.flatten()
                 assert not bool((flat == flat[0]).all()), (
                     f"output {i} of the case is constant in eager mode: choose inputs that make it vary")
-    invoked: set[str] = set()
-    original = tracer.Tracer.convert_call
-
-    def recording(self: Any, record: Any, *args: Any) -> Any:
-        invoked.add(record.qualname)
-        return original(self, record, *args)
-
-    with mock.patch.object(tracer.Tracer, "convert_call", recording):
+    with converted_calls() as invoked:
         trt_model = torch2trt_lite.convert(model, _clones(xs), backend="sim")
     # NOTE: "dynamic_targets" convert only with dynamic shapes (torch.zeros(x.size(0)) is a constant otherwise)
     not_run = sorted(set(case.targets) - invoked - set(case.extra.get("dynamic_targets", ())))

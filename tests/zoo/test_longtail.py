@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-from unittest import mock
 
 import pytest
 import torch
 
 import torch2trt_lite
+from tests.converters.harness import converted_calls
 from tests.zoo import longtail_models as longtail
 from torch2trt_lite import Input
-from torch2trt_lite.trace import tracer
 
 PATTERNS: list[tuple[str, Callable[[], torch.nn.Module], Callable[[], list[torch.Tensor]], set[str]]] = [
     ("mel_front_end", longtail.MelFrontEnd, longtail.waveform, {"torch.functional.stft"}),
@@ -40,14 +39,7 @@ def test_check_lists_nothing_unsupported(name: str, build: Callable[[], torch.nn
     torch.manual_seed(0)
     model = build().eval()
     xs = inputs()
-    seen: set[str] = set()
-    original = tracer.Tracer.convert_call
-
-    def recording(self: Any, record: Any, *args: Any) -> Any:
-        seen.add(record.qualname)
-        return original(self, record, *args)
-
-    with mock.patch.object(tracer.Tracer, "convert_call", recording):
+    with converted_calls() as seen:
         report = torch2trt_lite.check(model, _dynamic(xs) if dynamic else xs)
     assert report.ok, str(report)
     assert not report.dynamic, str(report)

@@ -59,53 +59,55 @@ def _refuse(tracer: Any, op: str, reason: str, original: Any, args: tuple[Any, .
     return out
 
 
-def _script_function_call(original: Any) -> Any:
+def _opaque_call(on_inputs: Any) -> Any:
+    """A patch of a TorchScript ``__call__``: passed through outside a conversion, while a converted call
+    runs, or when no traced tensor reaches it (its result then counts as made by a visible call);
+    otherwise ``on_inputs(tracer, original, self, args, kwargs)`` decides."""
+
+    def make(original: Any) -> Any:
+        @functools.wraps(original)
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            tracer = ACTIVE.get()
+            if tracer is None or tracer.busy:
+                return original(self, *args, **kwargs)
+            if not _sees_inputs(tracer, args, kwargs):
+                return tracer.provenance.made(original(self, *args, **kwargs), args, kwargs)
+            return on_inputs(tracer, original, self, args, kwargs)
+
+        return call
+
+    return make
+
+
+@_opaque_call
+def _script_function_call(tracer: Any, original: Any, self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The patched ``torch.jit.ScriptFunction.__call__`` (see module docstring)."""
-
-    @functools.wraps(original)
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        tracer = ACTIVE.get()
-        if tracer is None or tracer.busy:
-            return original(self, *args, **kwargs)
-        if not _sees_inputs(tracer, args, kwargs):
-            return tracer.provenance.made(original(self, *args, **kwargs), args, kwargs)
-        python = getattr(self, "_torchdynamo_inline", None)
-        if python is None:
-            return _refuse(
-                tracer, f"torch.jit.ScriptFunction {self.qualified_name}",
-                f"{_SCRIPT_REASON}, and torch kept no Python function to trace in its place. Call the Python "
-                "function instead (remove @torch.jit.script / torch.jit.trace)",
-                original, (self, *args), kwargs,
-            )
-        return python(*args, **kwargs)
-
-    return call
-
-
-def _script_method_call(original: Any) -> Any:
-    """The patched ``torch.ScriptMethod.__call__``: a TorchScript module's method on traced tensors
-    is refused (check mode: recorded, its outputs count as traced)."""
-
-    @functools.wraps(original)
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        tracer = ACTIVE.get()
-        if tracer is None or tracer.busy:
-            return original(self, *args, **kwargs)
-        if not _sees_inputs(tracer, args, kwargs):
-            return tracer.provenance.made(original(self, *args, **kwargs), args, kwargs)
-        try:
-            name = f"{self.owner._type().name()}.{self.name}"
-        except Exception:  # noqa: BLE001 - only for the message
-            name = str(getattr(self, "name", "forward"))
+    python = getattr(self, "_torchdynamo_inline", None)
+    if python is None:
         return _refuse(
-            tracer, f"torch.jit.ScriptModule {name}",
-            f"a TorchScript module (torch.jit.script, torch.jit.trace or torch.jit.load) keeps no Python forward "
-            f"to trace, and {_SCRIPT_REASON}. Convert the Python nn.Module instead: remove torch.jit.script / "
-            "torch.jit.trace around it, or build the module from its Python class rather than a TorchScript file",
+            tracer, f"torch.jit.ScriptFunction {self.qualified_name}",
+            f"{_SCRIPT_REASON}, and torch kept no Python function to trace in its place. Call the Python "
+            "function instead (remove @torch.jit.script / torch.jit.trace)",
             original, (self, *args), kwargs,
         )
+    return python(*args, **kwargs)
 
-    return call
+
+@_opaque_call
+def _script_method_call(tracer: Any, original: Any, self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The patched ``torch.ScriptMethod.__call__``: a TorchScript module's method on traced tensors
+    is refused (check mode: recorded, its outputs count as traced)."""
+    try:
+        name = f"{self.owner._type().name()}.{self.name}"
+    except Exception:  # noqa: BLE001 - only for the message
+        name = str(getattr(self, "name", "forward"))
+    return _refuse(
+        tracer, f"torch.jit.ScriptModule {name}",
+        f"a TorchScript module (torch.jit.script, torch.jit.trace or torch.jit.load) keeps no Python forward "
+        f"to trace, and {_SCRIPT_REASON}. Convert the Python nn.Module instead: remove torch.jit.script / "
+        "torch.jit.trace around it, or build the module from its Python class rather than a TorchScript file",
+        original, (self, *args), kwargs,
+    )
 
 
 def _patch(owner: Any, attr: str, make: Any) -> tuple[Any, str, Any, Any]:
