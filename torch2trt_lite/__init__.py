@@ -8,7 +8,9 @@
 
 from __future__ import annotations
 
-from torch2trt_lite.compile import compile_backend, compile_report
+import sys
+from typing import TYPE_CHECKING, Any
+
 from torch2trt_lite.runtime.module import TRTModule
 from torch2trt_lite.tools.bench import BenchResult, bench
 from torch2trt_lite.tools.compare import CompareReport, compare
@@ -67,3 +69,20 @@ __all__ = [
     "register_table",
     "supported_ops",
 ]
+
+if TYPE_CHECKING:
+    from torch2trt_lite.compile import compile_backend, compile_report
+
+_LAZY = {"compile_backend", "compile_report"}  # torch2trt_lite.compile: imported at first use (fx's partitioner)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from torch2trt_lite import compile as _compile
+
+        return getattr(_compile, name)
+    raise AttributeError(f"module 'torch2trt_lite' has no attribute {name!r}")
+
+
+if "torch._dynamo" in sys.modules:  # NOTE: register the torch.compile backend where dynamo is loaded already
+    from torch2trt_lite import compile as _compile_package  # noqa: F401
