@@ -76,6 +76,7 @@ def run(zoo: Any, allow_rnn: bool = False) -> dict[str, Any]:
         "max_abs_err": max((a for a, _ in errs), default=0.0), "max_rel_err": max((a / m for a, m in errs), default=0.0),
         "graphs": len(report.graphs), "graph_breaks": report.graph_breaks, "share_in_tensorrt": report.share,
         "ops": sum(g.ops for g in report.graphs), "trt_ops": sum(g.trt_ops for g in report.graphs),
+        "output_views": sum(g.output_views for g in report.graphs),
         "engines": sum(g.engines() for g in report.graphs),
         "conversion_s": round(sum(g.conversion_s for g in report.graphs), 3),
         "pytorch_ops": [{"op": o.op, "reason": o.reason[:200]} for g in report.graphs for o in g.pytorch_ops],

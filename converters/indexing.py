@@ -34,6 +34,17 @@ def convert_getitem(ctx: ConversionContext, call: Call) -> Any:
     return I.getitem(ctx, x, index, tuple(call.output.shape))
 
 
+@converter("torch.ops.aten.slice", "torch.ops.aten.slice.Tensor")
+def convert_aten_slice(ctx: ConversionContext, call: Call) -> Any:
+    """``aten.slice(self, dim=0, start=None, end=None, step=1)``: ``self[:, ..., start:end:step]``
+    (dynamo records it where torch's own Python code slices with it, e.g. ``associative_scan``)."""
+    x = call.arg(0, "self")
+    dim, start, end = call.arg(1, "dim", 0), call.arg(2, "start", None), call.arg(3, "end", None)
+    step = call.arg(4, "step", 1)
+    d = S.norm_dim(dim, x.dim())
+    return I.getitem(ctx, x, (slice(None),) * d + (slice(start, end, step),), tuple(call.output.shape))
+
+
 # ------------------------------------------------------------------------------ __setitem__
 def _is_mask(index: Any) -> bool:
     return isinstance(index, torch.Tensor) and index.dtype == torch.bool

@@ -21,7 +21,7 @@ PACKAGE_ROOTS = {
 
 # Layers from the bottom up; the first name that prefixes a module gives its layer.
 LAYERS: list[tuple[str, ...]] = [
-    ("_version", "errors", "_buffers"),
+    ("_version", "errors", "_buffers", "_layout"),
     ("registry", "quantization"),
     ("sim",),
     ("backends",),

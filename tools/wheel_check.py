@@ -33,6 +33,17 @@ from collections import defaultdict
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "tests" / "wheel_smoke.py"
+_SHADOWED = """
+import pathlib, sys, torch, torch2trt_lite
+root = pathlib.Path.cwd().resolve()
+assert pathlib.Path(torch2trt_lite.__file__).resolve().parent == root / "torch2trt_lite", torch2trt_lite.__file__
+m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 5)).eval()
+x = torch.randn(2, 3, 8, 8)
+with torch.no_grad():
+    torch.testing.assert_close(torch2trt_lite.convert(m, [x], backend="sim")(x), m(x), rtol=1e-5, atol=1e-5)
+assert pathlib.Path(sys.modules["torch2trt_lite.converters"].__file__).resolve().parent == root / "converters"
+print("shadowed: ok")
+"""
 CANNOT = 77
 
 
@@ -179,6 +190,13 @@ def check(work: pathlib.Path) -> None:
     print(res.stdout[-6000:], res.stderr[-6000:], sep="\n", flush=True)
     if res.returncode != 0:
         raise RuntimeError(f"tests/wheel_smoke.py failed in the core venv (exit {res.returncode})")
+    # Python started in the checkout's root imports the source folder, not the installed wheel: it
+    # must import and convert all the same (torch2trt_lite/_layout.py maps converters/ and plugins_cuda/)
+    res = subprocess.run([str(py), "-c", _SHADOWED], cwd=ROOT, env=env, text=True, capture_output=True, check=False,
+                         timeout=900)
+    print(res.stdout[-3000:], res.stderr[-3000:], sep="\n", flush=True)
+    if res.returncode != 0 or "shadowed: ok" not in res.stdout:
+        raise RuntimeError(f"the checkout, imported over the installed wheel from its root, failed (exit {res.returncode})")
     t_end = time.perf_counter()
     print(f"wheel check passed in {t_end - t0:.1f}s (wheel {t_wheel - t0:.1f}s, links {t_links - t_wheel:.1f}s, "
           f"venv + install + pip check {t_install - t_links:.1f}s, smoke run {t_end - t_install:.1f}s)", flush=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from torch2trt_lite import _layout  # noqa: F401  (first: maps converters/ and plugins_cuda/ in a checkout)
 from torch2trt_lite.runtime.module import TRTModule
 from torch2trt_lite.tools.bench import BenchResult, bench
 from torch2trt_lite.tools.compare import CompareReport, compare

@@ -9,7 +9,6 @@ report says so).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,14 +22,6 @@ from torch2trt_lite import registry
 from torch2trt_lite.compile import CompileReport, compile_backend, compile_report
 
 TOL = {"rtol": 1e-4, "atol": 1e-4}  # fp32 engines on the sim against eager fp32
-
-
-@pytest.fixture(autouse=True)
-def _fresh() -> Iterator[None]:
-    torch._dynamo.reset()
-    compile_report(clear=True)
-    yield
-    torch._dynamo.reset()
 
 
 def _compiled(model: nn.Module, dynamic: bool | None = False, **options: Any) -> Any:
@@ -448,16 +439,33 @@ def test_outputs_that_view_each_other_stay_one_tensor() -> None:
     torch.testing.assert_close(first, y[:, 0], rtol=0, atol=0)
     graph = report.graphs[0]
     assert graph.engines() == 1 and [o.op for o in graph.pytorch_ops] == ["operator.getitem"], str(graph)
+    # the view computes nothing: counted apart, the share is of the ops that compute
+    assert graph.output_views == 1 and graph.share == 1.0 and "+1 view(s) of outputs" in graph.line(), str(graph)
 
 
-class UsesVmap(nn.Module):
+def test_rnn_graph_break_names_the_dynamo_setting_that_lets_the_backend_convert_it() -> None:
+    model, x = nn.LSTM(4, 6, batch_first=True).eval(), torch.randn(2, 5, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(_compiled(model)(x), model(x), rtol=0, atol=0)  # dynamo leaves it to Python
+    text = str(compile_report())
+    assert "Attempted to wrap RNN" in text and "torch._dynamo.config.allow_rnn = True" in text, text
+
+
+class UsesCond(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.vmap(lambda row: torch.relu(row) * 2 + row.sum())(x) + 1
+        return torch.cond(x.sum() > 0, lambda t: torch.relu(t) * 2, lambda t: t - 1, (x,)) + 1
 
 
-def test_graph_with_functorch_transforms_runs_in_pytorch() -> None:
-    report = _check(UsesVmap().eval(), torch.randn(3, 4))
-    assert all(g.trt_ops == 0 and "functorch" in g.note for g in report.graphs), str(report)
+def test_graph_with_higher_order_ops_runs_in_pytorch() -> None:
+    """torch.cond reaches the backend as a higher-order op with subgraphs: the graph runs in PyTorch
+    (both branches, as eager); torch.vmap is written out instead (tests/compile/test_vmap.py)."""
+    model = UsesCond().eval()
+    fn = _compiled(model)
+    with torch.no_grad():
+        for x in (torch.randn(3, 4).abs(), -torch.randn(3, 4).abs()):
+            torch.testing.assert_close(fn(x), model(x), **TOL)
+    report = compile_report()
+    assert all(g.trt_ops == 0 and "higher-order" in g.note for g in report.graphs), str(report)
 
 
 @pytest.mark.parametrize("name", ["lstm_gru_sequence", "patch_time_series"])

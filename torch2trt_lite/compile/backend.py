@@ -50,6 +50,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from torch2trt_lite.backends import get_backend
 from torch2trt_lite.compile import report as _report
 from torch2trt_lite.compile import support as _support
+from torch2trt_lite.compile import vmap as _vmap
 from torch2trt_lite.convert import convert
 from torch2trt_lite.errors import (
     BackendUnavailableError,
@@ -166,6 +167,7 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
                    eager: GraphModule) -> Any:
     label = _LABELS.get(get_backend(options.backend).name, options.backend)
     values = [_hint(v) for v in example_inputs]
+    vmaps = _vmap.unbatch(gm)
     ph = _support.classify(gm, values)
     all_ops = _count(gm.graph.nodes)
     names = {n.name: _support.op_name(n, gm) for n in gm.graph.nodes if n.op in _support.CALLS}
@@ -175,9 +177,13 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
                       "engines have no backward; call the model under torch.no_grad() or torch.inference_mode()")
         graph.partitions.append(_report.PartitionReport("graph", "PyTorch", [names[n] for n in all_ops]))
         return _done(graph, t0, gm.forward)
+    if any(r.rewritten for r in vmaps):
+        graph.note = f"{sum(r.rewritten for r in vmaps)} torch.vmap region(s) written as ops on whole tensors"
     hop = _support.transforms(gm)
     if hop:
-        graph.note = f"the graph calls functorch transforms or higher-order ops ({', '.join(sorted(set(hop))[:3])}): PyTorch runs it"
+        left = "; ".join(sorted({f"torch.vmap left as it is: {r.reason}" for r in vmaps if r.reason}))
+        graph.note = (f"the graph calls functorch transforms or higher-order ops ({', '.join(sorted(set(hop))[:3])})"
+                      + (f" ({left})" if left else "") + ": PyTorch runs it")
         graph.partitions.append(_report.PartitionReport("graph", "PyTorch", [names[n] for n in all_ops]))
         graph.pytorch_ops = [_report.PyTorchOp(n, names[n], "in a graph of functorch transforms") for n in all_ops]
         return _done(graph, t0, gm.forward)
@@ -229,6 +235,9 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
     if in_torch:
         graph.partitions.append(_report.PartitionReport("pytorch", "PyTorch", [names[n] for n in in_torch]))
     graph.pytorch_ops = [_report.PyTorchOp(n, names[n], why[n]) for n in in_torch]
+    nodes = {n.name: n for n in gm.graph.nodes}
+    graph.output_views = sum(1 for n in in_torch if why[n] == _support.OUTPUT_VIEW and n in nodes
+                             and not _support.writes_in_place(nodes[n]))
     if not graph.trt_ops:
         return _done(graph, t0, eager.forward)
     return _done(graph, t0, _Guarded(fused, eager, ph, values))

@@ -56,18 +56,26 @@ class GraphReport:
     conversion_s: float = 0.0
     dynamic_inputs: list[str] = field(default_factory=list)  # "input: [min..max, 3, ...]"
     note: str = ""
+    # of the ops in PyTorch, how many only make a view of another output (``return y, y[:, 0]``):
+    # no computation, kept in PyTorch so that the outputs share memory as in eager (an engine's
+    # outputs are separate tensors)
+    output_views: int = 0
 
     @property
     def share(self) -> float:
-        """Share of the graph's ops that run in TensorRT (0.0 for a graph without ops)."""
-        return self.trt_ops / self.ops if self.ops else 0.0
+        """Share of the graph's computing ops that run in TensorRT: ``trt_ops / (ops - output_views)``
+        (0.0 for a graph without such ops)."""
+        computing = self.ops - self.output_views
+        return self.trt_ops / computing if computing > 0 else 0.0
 
     def engines(self) -> int:
         return sum(1 for p in self.partitions if p.runs_on != "PyTorch")
 
     def line(self) -> str:
         """The one-line summary logged when the graph is compiled."""
-        return (f"graph {self.index}: {self.trt_ops}/{self.ops} ops in TensorRT ({100 * self.share:.0f}%), "
+        views = f" (+{self.output_views} view(s) of outputs in PyTorch)" if self.output_views else ""
+        return (f"graph {self.index}: {self.trt_ops}/{self.ops - self.output_views} ops in TensorRT{views} "
+                f"({100 * self.share:.0f}%), "
                 f"{self.engines()} engine(s) on {self.backend}, "
                 f"{sum(1 for p in self.partitions if p.runs_on == 'PyTorch')} PyTorch block(s), "
                 f"converted in {self.conversion_s:.2f} s" + (f"; {self.note}" if self.note else ""))
@@ -96,10 +104,11 @@ class CompileReport:
 
     @property
     def share(self) -> float:
-        """Share of all compiled graphs' ops that run in TensorRT (0.0 where no graph has ops: dynamo
-        compiled nothing, e.g. a frame it runs in Python after a graph break)."""
-        ops = sum(g.ops for g in self.graphs)
-        return sum(g.trt_ops for g in self.graphs) / ops if ops else 0.0
+        """Share of all compiled graphs' computing ops that run in TensorRT (views of outputs not
+        counted, see :attr:`GraphReport.output_views`; 0.0 where no graph has ops: dynamo compiled
+        nothing, e.g. a frame it runs in Python after a graph break)."""
+        ops = sum(g.ops - g.output_views for g in self.graphs)
+        return sum(g.trt_ops for g in self.graphs) / ops if ops > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         out = {"graphs": [asdict(g) | {"share": g.share} for g in self.graphs], "graph_breaks": self.graph_breaks,
@@ -112,10 +121,18 @@ class CompileReport:
         lines = [head]
         for reason, n in sorted(self.graph_breaks.items(), key=lambda kv: -kv[1]):
             lines.append(f"  graph break x{n}: {reason}")
+            lines += [f"    hint: {hint}" for words, hint in _HINTS.items() if words in reason]
         lines += [str(g) for g in self.graphs]
         return "\n".join(lines)
 
 
+# what a user can do about a graph break, by words of dynamo's reason
+_HINTS = {
+    "Attempted to wrap RNN, GRU, or LSTM": (
+        "dynamo leaves nn.LSTM / nn.GRU / nn.RNN (and the rest of that frame) to Python unless "
+        "torch._dynamo.config.allow_rnn = True is set before the first call; with it, the backend converts "
+        "them (torch.lstm, torch.gru, torch.rnn_tanh, torch.rnn_relu)"),
+}
 _LOCK = threading.Lock()
 _BREAK_GROUPS = ("graph_break", "unimplemented")  # dynamo's counters of graph breaks (torch >= 2.9: the second)
 _GRAPHS: list[GraphReport] = []

@@ -39,6 +39,7 @@ from torch2trt_lite.registry import load_builtin_converters, owners_of_function
 from torch2trt_lite.trace.opaque import op_name as opaque_op_name
 
 CALLS = ("call_function", "call_method", "call_module")
+OUTPUT_VIEW = "makes a view of another output (in PyTorch, so that they stay one tensor; no computation)"
 _DRY_RUN_FAILURES = (Torch2TRTError, RuntimeError, TypeError, ValueError, NotImplementedError)
 
 # operator.* on tensors: the Tensor method the tracer converts
@@ -422,7 +423,7 @@ def alias_hazards(gm: GraphModule) -> dict[str, str]:
                 hazards.setdefault(m.name, "makes a view of a graph input that the graph returns")
         elif len(outs) > 1:  # NOTE: the first makes the memory (it may run in an engine), the rest view it
             for m in calls[1:]:
-                hazards.setdefault(m.name, "makes a view of another output (in PyTorch, so that they stay one tensor)")
+                hazards.setdefault(m.name, OUTPUT_VIEW)
     return hazards
 
 
@@ -495,6 +496,6 @@ def decide(gm: GraphModule, ph: Placeholders, flagged: dict[str, str], forced: S
     return why
 
 
-__all__ = ["Bound", "Family", "Placeholders", "alias_hazards", "classify", "decide", "dry_run", "example",
+__all__ = ["OUTPUT_VIEW", "Bound", "Family", "Placeholders", "alias_hazards", "classify", "decide", "dry_run", "example",
            "is_plumbing", "op_name", "public_targets", "registered", "sizes_from_inputs", "source_name", "split_families", "transforms",
            "tensor_like", "write_families", "writes_in_place"]
