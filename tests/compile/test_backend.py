@@ -452,20 +452,29 @@ def test_rnn_graph_break_names_the_dynamo_setting_that_lets_the_backend_convert_
 
 
 class UsesCond(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cond(x.sum() > 0, lambda t: torch.relu(t) * 2, lambda t: t - 1, (x,)) + 1
+        y = torch.relu(self.fc(x)) - 0.2
+        return torch.cond(x.sum() > 0, lambda t: torch.relu(t) * 2, lambda t: t - 1, (y,)).sigmoid() * 3
 
 
-def test_graph_with_higher_order_ops_runs_in_pytorch() -> None:
-    """torch.cond reaches the backend as a higher-order op with subgraphs: the graph runs in PyTorch
-    (both branches, as eager); torch.vmap is written out instead (tests/compile/test_vmap.py)."""
+def test_higher_order_op_runs_whole_in_pytorch_and_the_rest_in_engines() -> None:
+    """torch.cond reaches the backend as one higher-order op node (its branches are subgraphs): PyTorch
+    runs it whole, taking either branch as eager does; the ops before and after it convert."""
     model = UsesCond().eval()
-    fn = _compiled(model)
+    fn = _compiled(model, min_block_size=1)
     with torch.no_grad():
-        for x in (torch.randn(3, 4).abs(), -torch.randn(3, 4).abs()):
+        xs = [torch.full((3, 4), v) + 0.01 * torch.randn(3, 4) for v in (-1.0, 1.0)]  # both branches
+        for x in xs:
             torch.testing.assert_close(fn(x), model(x), **TOL)
     report = compile_report()
-    assert all(g.trt_ops == 0 and "higher-order" in g.note for g in report.graphs), str(report)
+    graph = report.graphs[0]
+    assert len(report.graphs) == 1 and graph.engines() == 2, str(report)
+    assert [o.op for o in graph.pytorch_ops] == ["torch.ops.higher_order.cond"], str(report)
+    assert "higher-order op" in graph.pytorch_ops[0].reason, str(report)
 
 
 @pytest.mark.parametrize("name", ["lstm_gru_sequence", "patch_time_series"])
@@ -501,3 +510,14 @@ def test_fused_rnn_and_transformer_ops_build_on_tensorrt_rtx(name: str) -> None:
     graph = compile_report().graphs[0]
     engines = [p for p in graph.partitions if p.runs_on == "TensorRT-RTX"]
     assert len(engines) == 1 and not engines[0].reason and graph.share == 1.0, str(graph)
+
+
+def test_float64_input_runs_the_graph_in_pytorch_with_the_reason() -> None:
+    """TensorRT has no float64 (convert() refuses such an input): the graph runs in PyTorch, in float64
+    as eager, and the report says why; no "analysis failed" warning asks for a bug report."""
+    model, x = Act(torch.relu).double().eval(), torch.randn(2, 6, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = _check(model, x)
+    graph = report.graphs[0]
+    assert graph.trt_ops == 0 and "float64" in graph.note and "TensorRT has none of" in graph.note, str(graph)

@@ -79,8 +79,8 @@ def test_vmap_region_is_written_out_and_runs_in_tensorrt(name: str) -> None:
 # name -> (function, inputs, words the report gives for the region left as it is)
 LEFT: dict[str, tuple[Callable[..., Any], Callable[[], list[torch.Tensor]], str]] = {
     # per sample, a 0-d float64 times float32 is float32; on the whole tensor it would be float64
-    "type_promotion_of_a_0d_sample": (lambda x: torch.vmap(lambda s: s * Z)(x), lambda: [torch.randn(3, dtype=torch.float64)],
-                                      "dynamo recorded torch.float32"),
+    "type_promotion_of_a_0d_sample": (lambda x: torch.vmap(lambda s: s * Z)(x.double()),
+                                      lambda: [torch.randn(3)], "dynamo recorded torch.float32"),
     "advanced_index": (lambda x, i: torch.vmap(lambda r, j: r[j] * 2)(x, i),
                        lambda: [torch.randn(3, 5), torch.tensor([4, 0, 2])], "advanced index"),
     "op_without_a_rewrite": (lambda x: torch.vmap(lambda r: torch.matmul(r, r))(x), lambda: [torch.randn(2, 3, 3)],
@@ -94,7 +94,23 @@ def test_vmap_region_without_a_rewrite_runs_in_pytorch_and_matches(name: str) ->
     fn, inputs, words = LEFT[name]
     report = _run(fn, *inputs())
     graph = report.graphs[0]
-    assert graph.trt_ops == 0 and "functorch" in graph.note and words in graph.note, str(report)
+    assert graph.trt_ops == 0 and "run whole in PyTorch" in graph.note, str(report)
+    region = [o for o in graph.pytorch_ops if "in a torch.vmap that PyTorch runs whole" in o.reason]
+    assert region and all(words in o.reason for o in region), str(report)
+
+
+def test_ops_around_a_vmap_left_to_pytorch_run_in_engines() -> None:
+    """The region runs whole in PyTorch (one submodule call: no engine between its nesting's
+    increment and decrement); what feeds it and what reads it converts, in two engines."""
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = torch.vmap(lambda r: torch.matmul(r, r))(torch.relu(x) * 2 + 1)
+        return (y.sigmoid() * 3 - 1).sum(-1)
+
+    report = _run(fn, torch.randn(2, 3, 3))
+    graph = report.graphs[0]
+    assert graph.engines() == 2 and graph.trt_ops == 7, str(report)
+    assert [o.op for o in graph.pytorch_ops] == ["torch._functorch.predispatch._add_batch_dim", "torch.matmul",
+                                                 "torch._functorch.predispatch._remove_batch_dim"], str(report)
 
 
 def test_vmap_over_a_dynamic_dim_converts_once_for_three_sizes() -> None:

@@ -21,6 +21,9 @@ Correct by construction:
   (``Tensor._version``), or the same values; otherwise the graph runs in PyTorch, with a warning.
 - In-place writes, the nodes that share memory with them and returned views of inputs stay in
   PyTorch (:func:`.support.alias_hazards`).
+- ``torch.vmap`` regions are written out as ops on whole tensors (:mod:`.vmap`); a region it does
+  not understand, and a higher-order op (``torch.cond``, ...), runs whole in PyTorch as one node
+  (the dry run does not trace it), so no engine runs inside a functorch level.
 - A graph compiled while autograd records (grad mode on and an input that requires grad) runs in
   PyTorch: engines have no backward. Dynamo guards on grad mode, so ``torch.no_grad()`` compiles
   another graph, which gets engines.
@@ -168,28 +171,48 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
     label = _LABELS.get(get_backend(options.backend).name, options.backend)
     values = [_hint(v) for v in example_inputs]
     vmaps = _vmap.unbatch(gm)
+    inner = {r.nodes[0].name: [(n.name, _support.op_name(n, gm)) for n in r.nodes if n.op in _support.CALLS
+                               and not _support.is_plumbing(n)] for r in vmaps if not r.rewritten}
+    fused_regions = _vmap.fuse_left(gm, vmaps)
+    # node name -> the ops it stands for in the report (a vmap region left as it is: its body's ops)
+    inner = {call: inner[region.nodes[0].name] for call, region in fused_regions.items()}
+    atomic = {name: f"in a torch.vmap that PyTorch runs whole (its body has {region.reason})"
+              for name, region in fused_regions.items()}
+    atomic |= {n.name: "a higher-order op: PyTorch runs it whole" for n in gm.graph.nodes
+               if n.op == "call_function" and isinstance(n.target, torch._ops.HigherOrderOperator)}
     ph = _support.classify(gm, values)
     all_ops = _count(gm.graph.nodes)
     names = {n.name: _support.op_name(n, gm) for n in gm.graph.nodes if n.op in _support.CALLS}
-    graph = _report.GraphReport(index=-1, backend=label, ops=len(all_ops), trt_ops=0)
+    graph = _report.GraphReport(index=-1, backend=label, ops=len(all_ops) + sum(len(v) - 1 for v in inner.values()),
+                                trt_ops=0)
     if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in values):
         graph.note = ("autograd records (grad mode on, an input requires grad): the graph runs in PyTorch, "
                       "engines have no backward; call the model under torch.no_grad() or torch.inference_mode()")
-        graph.partitions.append(_report.PartitionReport("graph", "PyTorch", [names[n] for n in all_ops]))
+        graph.partitions.append(_report.PartitionReport("graph", "PyTorch", _ops_of(all_ops, names, inner)))
         return _done(graph, t0, gm.forward)
+    untyped = [f"{ph.nodes[i].name} ({values[i].dtype})" for i in ph.runtime
+               if isinstance(values[i], torch.Tensor) and (values[i].dtype == torch.float64 or values[i].is_complex())]
+    if untyped:  # NOTE: convert() refuses such inputs; the graph as a whole is left to PyTorch
+        graph.note = (f"input {', '.join(untyped)} has a type TensorRT has none of: the graph runs in PyTorch "
+                      "(pass float32 inputs to have it converted)")
+        graph.partitions.append(_report.PartitionReport("graph", "PyTorch", _ops_of(all_ops, names, inner)))
+        return _done(graph, t0, gm.forward)
+    notes = []
     if any(r.rewritten for r in vmaps):
-        graph.note = f"{sum(r.rewritten for r in vmaps)} torch.vmap region(s) written as ops on whole tensors"
+        notes.append(f"{sum(r.rewritten for r in vmaps)} torch.vmap region(s) written as ops on whole tensors")
+    if fused_regions:
+        notes.append(f"{len(fused_regions)} torch.vmap region(s) run whole in PyTorch")
+    graph.note = "; ".join(notes)
     hop = _support.transforms(gm)
-    if hop:
-        left = "; ".join(sorted({f"torch.vmap left as it is: {r.reason}" for r in vmaps if r.reason}))
-        graph.note = (f"the graph calls functorch transforms or higher-order ops ({', '.join(sorted(set(hop))[:3])})"
-                      + (f" ({left})" if left else "") + ": PyTorch runs it")
-        graph.partitions.append(_report.PartitionReport("graph", "PyTorch", [names[n] for n in all_ops]))
-        graph.pytorch_ops = [_report.PyTorchOp(n, names[n], "in a graph of functorch transforms") for n in all_ops]
+    if hop:  # NOTE: functorch calls outside a vmap region (grad, jvp): their state spans the graph
+        graph.note = f"the graph calls functorch transforms ({', '.join(sorted(set(hop))[:3])}): PyTorch runs it"
+        graph.partitions.append(_report.PartitionReport("graph", "PyTorch", _ops_of(all_ops, names, inner)))
+        graph.pytorch_ops = [_report.PyTorchOp(node, op, "in a graph of functorch transforms")
+                             for n in all_ops for node, op in inner.get(n, [(n, names[n])])]
         return _done(graph, t0, gm.forward)
     _support.sizes_from_inputs(gm, ph)
     _support.public_targets(gm)
-    flagged = _support.dry_run(gm, values, ph, lambda node, real: _input(node, real, options, []))
+    flagged = _support.dry_run(gm, values, ph, lambda node, real: _input(node, real, options, []), atomic)
     why = _support.decide(gm, ph, flagged, options.torch_executed_ops)
     families = [f for f in _support.write_families(gm) if not f.external]
     while True:  # NOTE: ends: each round moves nodes to PyTorch or stops
@@ -233,14 +256,20 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
         graph.partitions.append(part)
     in_torch = [n for n in all_ops if n in why]
     if in_torch:
-        graph.partitions.append(_report.PartitionReport("pytorch", "PyTorch", [names[n] for n in in_torch]))
-    graph.pytorch_ops = [_report.PyTorchOp(n, names[n], why[n]) for n in in_torch]
+        graph.partitions.append(_report.PartitionReport("pytorch", "PyTorch", _ops_of(in_torch, names, inner)))
+    graph.pytorch_ops = [_report.PyTorchOp(node, op, why[n]) for n in in_torch
+                         for node, op in inner.get(n, [(n, names[n])])]
     nodes = {n.name: n for n in gm.graph.nodes}
     graph.output_views = sum(1 for n in in_torch if why[n] == _support.OUTPUT_VIEW and n in nodes
                              and not _support.writes_in_place(nodes[n]))
     if not graph.trt_ops:
         return _done(graph, t0, eager.forward)
     return _done(graph, t0, _Guarded(fused, eager, ph, values))
+
+
+def _ops_of(nodes: Sequence[str], names: Mapping[str, str], inner: Mapping[str, list[tuple[str, str]]]) -> list[str]:
+    """The ops of these nodes for the report: a vmap region run whole stands for its body's ops."""
+    return [op for n in nodes for _, op in inner.get(n, [(n, names[n])])]
 
 
 def _done(graph: _report.GraphReport, t0: float, fn: Any) -> Any:

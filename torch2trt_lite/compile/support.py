@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import inspect
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,14 +171,15 @@ def public_targets(gm: GraphModule) -> int:
 
 
 def transforms(gm: GraphModule) -> list[str]:
-    """The calls of functorch transforms (``vmap``'s nesting and batch dims) and higher-order ops in
-    the graph: the backend leaves such a graph to PyTorch (running part of a transform would leave
-    functorch's state unbalanced, which dynamo's guards check)."""
+    """The calls of functorch transforms left in the graph once its vmap regions are written out or
+    fused (:mod:`.vmap`): ``grad``, ``jvp``, ... nest like vmap, and the backend leaves such a graph
+    to PyTorch (running part of a transform would leave functorch's state unbalanced, which
+    dynamo's guards check). Higher-order ops (``torch.cond``, ...) are single nodes: PyTorch runs
+    each whole, and the rest of the graph converts."""
     found = []
     for n in gm.graph.nodes:
         module = str(getattr(n.target, "__module__", ""))
-        if n.op == "call_function" and (isinstance(n.target, torch._ops.HigherOrderOperator)
-                                        or module.startswith(("torch._C._functorch", "torch._functorch"))):
+        if n.op == "call_function" and module.startswith(("torch._C._functorch", "torch._functorch")):
             found.append(op_name(n))
     return found
 
@@ -278,12 +279,22 @@ def sizes_from_inputs(gm: GraphModule, ph: Placeholders) -> int:
 class _Probe(Interpreter):
     """Runs the graph under ``check()``'s tracer, noting which nodes made it record a problem."""
 
-    def __init__(self, gm: GraphModule, flagged: dict[str, str]) -> None:
+    def __init__(self, gm: GraphModule, flagged: dict[str, str], atomic: Mapping[str, str]) -> None:
         super().__init__(gm, garbage_collect_values=True)
         self.flagged = flagged
+        self.atomic = atomic
 
     def run_node(self, n: Node) -> Any:
         tracer = ACTIVE.get()
+        if n.name in self.atomic and tracer is not None:  # PyTorch runs it whole: not traced, its outputs are
+            busy, tracer.busy = tracer.busy, True
+            try:
+                out = super().run_node(n)
+            finally:
+                tracer.busy = busy
+            tracer.ctx.mark_traced(out)
+            self.flagged[n.name] = self.atomic[n.name]
+            return out
         before = len(tracer.problems) if tracer is not None else 0
         out = super().run_node(n)
         if tracer is not None and len(tracer.problems) > before:
@@ -297,7 +308,8 @@ class Bound(torch.nn.Module):
     (sizes of dynamic dims: their example values, unused once :func:`sizes_from_inputs` ran)."""
 
     def __init__(self, gm: torch.nn.Module, count: int, frozen: dict[int, torch.Tensor],
-                 fill: dict[int, Any] | None = None, probe: dict[str, str] | None = None) -> None:
+                 fill: dict[int, Any] | None = None, probe: dict[str, str] | None = None,
+                 atomic: Mapping[str, str] | None = None) -> None:
         super().__init__()
         self.gm = gm
         self.count = count
@@ -307,6 +319,7 @@ class Bound(torch.nn.Module):
         self.fill = dict(fill or {})
         self.runtime_at = [i for i in range(count) if i not in frozen and i not in self.fill]
         self.probe = probe
+        self.atomic = dict(atomic or {})
         self.eval()
 
     def forward(self, *xs: Any) -> Any:
@@ -318,23 +331,25 @@ class Bound(torch.nn.Module):
         for i, x in zip(self.runtime_at, xs, strict=True):
             full[i] = x
         if self.probe is not None and isinstance(self.gm, GraphModule):
-            return _Probe(self.gm, self.probe).run(*full)
+            return _Probe(self.gm, self.probe, self.atomic).run(*full)
         return self.gm(*full)
 
 
 def dry_run(gm: GraphModule, values: Sequence[Any], ph: Placeholders,
-            ranged: Callable[[Node, torch.Tensor], Any] | None = None) -> dict[str, str]:
+            ranged: Callable[[Node, torch.Tensor], Any] | None = None,
+            atomic: Mapping[str, str] | None = None) -> dict[str, str]:
     """node name -> the reason the tracer gives for refusing it, from one ``check()`` run on the
     example values; nothing is built. ``ranged(node, value)`` gives a runtime input's engine input
     (an :class:`~torch2trt_lite.Input` range for a symbolic one): then ``check()`` also finds the
     converters that refuse a dynamic size (where that run itself fails, the sizes are taken at
-    their hints and such a refusal shows at the block's conversion)."""
+    their hints and such a refusal shows at the block's conversion). ``atomic``: node name -> why
+    PyTorch runs it whole (a higher-order op, a vmap region): run untraced, flagged with that reason."""
     from torch2trt_lite.convert import check  # NOTE: compile sits above convert (docs/architecture.md)
 
     flagged: dict[str, str] = {}
     frozen = {i: values[i] for i in ph.frozen}
     fill = {i: values[i] for i in ph.runtime if not isinstance(values[i], torch.Tensor)}
-    bound = Bound(gm, len(values), frozen, fill, probe=flagged)
+    bound = Bound(gm, len(values), frozen, fill, probe=flagged, atomic=atomic)
     xs = [values[i] for i in bound.runtime_at]
     if not xs:  # nothing traced: every op is a constant of the weights; let the build decide
         return flagged

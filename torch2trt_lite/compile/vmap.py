@@ -20,7 +20,8 @@ rules amount to, with the mapped dim in front of every batched value:
 Every rewritten value's fake tensor is computed again under dynamo's fake mode, and a region is
 rewritten only if each output's shape and dtype come out as dynamo recorded them; any other op on
 a batched value, a nested vmap or a batched value used outside its region leaves the region as it
-is (the backend then runs the graph in PyTorch and the report names the op).
+is, and :func:`fuse_left` makes it one submodule call that PyTorch runs whole (the report names the
+op); the ops around it still convert.
 """
 
 from __future__ import annotations
@@ -380,4 +381,27 @@ def unbatch(gm: GraphModule) -> list[Region]:
     return found
 
 
-__all__ = ["Region", "regions", "unbatch"]
+def fuse_left(gm: GraphModule, found: Sequence[Region]) -> dict[str, Region]:
+    """Each region left as it is becomes one call of a submodule ``vmap_region_<i>`` holding its
+    nodes, so that it runs in PyTorch as one piece: torch's partitioner then places the TensorRT
+    blocks around it by data dependence, and cannot move a block between a region's nesting
+    increment and decrement, or a batch dim out of its region. Returns call node name -> region."""
+    from torch.fx.passes.utils.fuser_utils import erase_nodes, fuse_as_graphmodule, insert_subgm
+
+    out: dict[str, Region] = {}
+    for i, region in enumerate(r for r in found if not r.rewritten):
+        name = f"vmap_region_{i}"
+        nodes = list(region.nodes)
+        sub, ins, outs = fuse_as_graphmodule(gm, nodes, name)
+        insert_subgm(gm, sub, ins, outs, nodes[-1])
+        erase_nodes(gm, nodes)
+        call = next(n for n in gm.graph.nodes if n.op == "call_module" and n.target == name)
+        call.meta["example_value"] = example(outs[0]) if len(outs) == 1 else tuple(example(o) for o in outs)
+        out[call.name] = region
+    if out:
+        gm.graph.lint()
+        gm.recompile()
+    return out
+
+
+__all__ = ["Region", "fuse_left", "regions", "unbatch"]
