@@ -225,6 +225,28 @@ def test_indexing_converts_through_the_guard_without_patching_slot_wrappers() ->
     assert torch.tensor([torch.tensor(0)]).tolist() == [0]
 
 
+def test_torch_ops_operators_stay_operators_while_tracing() -> None:
+    """A converter registered for a ``torch.ops`` operator is reached through the strict guard, not by
+    replacing the operator: torch's own code walks ``torch.ops.aten`` during a conversion (importing
+    dynamo imports DTensor, which calls ``.overloads()`` on each) and failed where ``aten.slice``
+    had been replaced by a wrapper function (the differential fuzzer found it)."""
+    import functools
+
+    names = [q for q in torch2trt_lite.supported_ops() if q.startswith("torch.ops.")]
+    kinds: dict[str, set[str]] = {}
+
+    class UsesOps(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for q in names:
+                kinds.setdefault(q, set()).add(type(functools.reduce(getattr, q.split(".")[1:], torch)).__name__)
+            return torch.ops.aten.slice(x, 1, 0, 2) * 2 + torch.ops.aten.slice.Tensor(x, 0, 1)[:1, :2]
+
+    model, x = UsesOps().eval(), torch.randn(3, 4)
+    trt = torch2trt_lite.convert(model, [x], backend="sim")
+    torch.testing.assert_close(trt(x), model(x), rtol=0, atol=0)
+    assert "torch.ops.aten.slice" in kinds and set().union(*kinds.values()) <= {"OpOverloadPacket", "OpOverload"}, kinds
+
+
 # ------------------------------------------------------------------------- interrupts (Ctrl-C)
 def _sweep_module() -> Any:
     """tools/interrupt_sweep.py (tools/ is no package)."""

@@ -386,12 +386,14 @@ class Tracer:
             for owner, attr in record.owners:
                 had = attr in vars(owner)
                 original = vars(owner)[attr] if had else getattr(owner, attr)
-                if isinstance(original, types.WrapperDescriptorType):
+                if isinstance(original, (types.WrapperDescriptorType, torch._ops.OpOverloadPacket,
+                                         torch._ops.OpOverload)):
                     # NOTE: a C slot wrapper (``Tensor.__getitem__``, ``__setitem__`` of
                     # ``torch._C.TensorBase``) is never patched: setting then deleting it on a subclass
                     # leaves CPython's type slots changed (``sq_item`` stays filled: every 0-d tensor
                     # then passes for a sequence, and ``torch.tensor([torch.tensor(0)])`` fails). Its
                     # calls reach the strict guard through ``__torch_function__``, which converts them.
+                    # Nor a ``torch.ops`` operator: torch walks ``torch.ops.aten`` (DTensor: ``.overloads()``).
                     _ORIGINALS[id(original)] = record
                     continue
                 # NOTE: getattr gives the callable to run (for autograd ``apply``, the bound
