@@ -11,7 +11,7 @@ Converted on complex values: ``stft(return_complex=True)``, ``abs``, ``angle``, 
 ``view_as_real``, ``view_as_complex``, ``torch.complex``, ``conj``, ``neg``, ``+``/``-`` (complex or
 real operands), ``*``/``/`` (complex, real tensor or number operands; in-place forms too),
 indexing and slicing, ``reshape``/``view``/``flatten``/``squeeze``/``unsqueeze``/``permute``/
-``transpose`` of the logical dims, ``sum``/``mean`` over logical dims, ``contiguous``/``clone``/
+``transpose`` of the logical dims, ``cat``/``stack`` (complex and real tensors), ``sum``/``mean`` over logical dims, ``contiguous``/``clone``/
 ``detach``, ``istft`` (onesided, real result: ``converters/signal.py``). A model output cannot be complex (TensorRT outputs are real): return ``.abs()`` or
 ``torch.view_as_real(z)``.
 """
@@ -29,6 +29,7 @@ from torch2trt_lite.registry import REGISTRY, Call, converter
 from . import signal
 from .impl import complex as C
 from .impl import reduce as R
+from .impl import shape as S
 from .impl.indexing import getitem
 from .impl.nn_common import const, ew
 
@@ -220,6 +221,10 @@ def _mul_div(ctx: ConversionContext, call: Call) -> Any:
 
 
 # ------------------------------------------------------------------- logical dims (the pair dim kept last)
+def _no_out(call: Call) -> str | None:
+    return "out= is not supported for complex values" if call.kwargs.get("out") is not None else None
+
+
 def _proxy(ctx: ConversionContext, call: Call, args: tuple[Any, ...]) -> Any:
     """``call``'s own (real) converter on the ``view_as_real`` layout: ``args`` (the complex input
     replaced by its real view, dims adjusted by the caller) and the real view of the output."""
@@ -293,6 +298,26 @@ def _squeeze(ctx: ConversionContext, call: Call) -> Any:
     if not dims:
         return ctx.itensor(x)
     return _proxy(ctx, call, (tuple(dims) if len(dims) > 1 else dims[0],))
+
+
+def _joined(ctx: ConversionContext, call: Call) -> list[Any]:
+    """The pairs of ``cat``/``stack``'s tensors (a real one as (x, 0), as torch promotes it); torch's
+    legacy empty 1-D tensors are skipped by ``cat``."""
+    dtype = _real_dtype(call)
+    return [_operand(ctx, t, dtype) for t in call.arg(0, "tensors")
+            if call.qualname == "torch.stack" or not (t.dim() == 1 and t.shape[0] == 0)]
+
+
+@_aware("torch.cat", "torch.concat", "torch.concatenate", check=_no_out)
+def _cat(ctx: ConversionContext, call: Call) -> Any:
+    dim = call.arg(1, "dim", call.kwargs.get("axis", 0))
+    return S.concat(ctx, _joined(ctx, call), int(dim) % call.output.dim())  # the pair dim stays last
+
+
+@_aware("torch.stack", check=_no_out)
+def _stack(ctx: ConversionContext, call: Call) -> Any:
+    d = int(call.arg(1, "dim", 0)) % call.output.dim()
+    return S.concat(ctx, [S.unsqueeze(ctx, it, d) for it in _joined(ctx, call)], d)
 
 
 def _check_reduce(call: Call) -> str | None:

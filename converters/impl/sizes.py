@@ -373,7 +373,7 @@ class SymSize(int):
             raise ConverterRefusal(
                 f"{tracer.converting} cannot take a dynamic size: its converter needs the value of "
                 f"{self.describe()} (traced as {int.__int__(self)}) as a Python number ({what}), which would bake the "
-                "traced size into the engine; convert with a static shape for this dim"
+                f"traced size into the engine; {fix_advice(self)}"
             )
         return int.__int__(self)
 
@@ -422,8 +422,11 @@ class SymSize(int):
             f"the model compares the dynamic size {self.describe()} (traced as {int.__int__(self)}, range {rng}) at "
             f"{user_location(3)}: `{self.describe()} {sym} {_describe(other)}` is {concrete} at the traced "
             "size but not for every size the profile allows, and the engine cannot take a Python branch per "
-            "call. Make the dim static (a range of one size), narrow the range so the answer is fixed, or "
-            "compute without the branch (e.g. torch.where, torch2trt_lite.converters.impl.sizes.sym_min/sym_max)"
+            "call. " + ("Make the dim static (a range of one size), narrow the range so the answer is fixed, or "
+                        "compute" if fix_advice([self, other]).startswith("convert") else
+                        "The size depends on the input's values, so no static shape fixes the answer: compute")
+            + " without the branch (e.g. torch.where, torch2trt_lite.converters.impl.sizes.sym_min/sym_max; "
+            "a skip of work on an empty selection can simply go: ops on zero-size tensors convert)"
         )
         return guard_problem(tracer, f"`{self.describe()} {sym} {_describe(other)}`", message, lambda: concrete)  # type: ignore[no-any-return]
 
@@ -608,16 +611,25 @@ def arange(ctx: ConversionContext, n: Any, rank: int = 1, dim: int = 0, dtype: t
     return ctx.cast(layer.get_output(0), dtype)
 
 
+def fix_advice(sizes: Any) -> str:
+    """What a user can do about a refused dynamic size: a static shape for an input's dim; for a size
+    that depends on the values (a count of nonzero/unique/NMS, a number read with ``.item()``), no
+    static shape helps."""
+    keys = [k for v in _flat(sizes) if isinstance(v, SymSize) for k in normal(v)[1]]
+    if any(isinstance(k, tuple) and k and k[0] in ("dds", "value") for k in keys):
+        return ("this size depends on the input's values, which no static shape fixes: compute on a tensor of "
+                "fixed size instead (a mask with torch.where, top-k with a fixed k), or run this part outside "
+                "the engine (torch.compile(model, backend='torch2trt_lite') leaves it to PyTorch)")
+    return "convert with a static shape for this dim"
+
+
 def refuse(op: str, values: Any, why: str = "") -> None:
     """Raise the refusal of a converter that cannot take the dynamic sizes in ``values``."""
     syms = [v for v in _flat(values) if isinstance(v, SymSize)]
     if not syms:
         return
     names = ", ".join(s.describe() for s in syms[:3])
-    raise ConverterRefusal(
-        f"{op} cannot take a dynamic size ({names}){': ' + why if why else ''}; convert with a static shape "
-        "for this dim"
-    )
+    raise ConverterRefusal(f"{op} cannot take a dynamic size ({names}){': ' + why if why else ''}; {fix_advice(syms)}")
 
 
 def _flat(values: Any) -> list[Any]:

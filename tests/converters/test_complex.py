@@ -227,6 +227,12 @@ MODELS: dict[str, tuple[Callable[[], torch.nn.Module], tuple[int, ...], Toleranc
             (-(_stft(x) - 1.5) / (_stft(x.flip(-1)).abs() + 1.0 + _stft(x) * 0.0) + 2 * _stft(x))[:, 1:9:2]
             .permute(0, 2, 1).sum(1))),
         (2, 500), _rel(1e-5)),
+    "cat and stack of complex and real tensors": (
+        lambda: Fn(lambda x: torch.view_as_real(torch.stack([
+            torch.cat([_stft(x), 2 * _stft(x.flip(-1)), _stft(x).abs()], dim=-1),  # the real one joins as (r, 0)
+            torch.concat([_stft(x)[..., -3:], _stft(x)[..., :-3], _stft(x), 0.5 * _stft(x)], 2).conj(),
+        ], dim=1))),
+        (2, 500), _rel(4e-6)),
 }
 
 
@@ -273,7 +279,8 @@ def test_dynamic_batch(name: str) -> None:
 def test_dynamic_batch_and_length() -> None:
     """Frames computed in the network from a dynamic length (n_fft 64: the sim's probe sizes see the
     frame count change with the length; n_fft 400 needs a range the sim's probes cover)."""
-    model = Fn(lambda x: torch.view_as_real(_stft(x)[:, :-1] * _stft(x).conj()[:, 1:]) + _stft(x).abs()[:, 1:, :, None])
+    model = Fn(lambda x: torch.view_as_real(_stft(x)[:, :-1] * _stft(x).conj()[:, 1:]) + _stft(x).abs()[:, 1:, :, None]
+               + torch.view_as_real(torch.cat([_stft(x)[:, 1:, 1:], 2 * _stft(x)[:, :-1, :1]], -1)))  # frames joined
     spec = torch2trt_lite.Input((1, 300), (2, 500), (4, 800))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

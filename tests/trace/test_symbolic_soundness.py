@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from typing import Any
 
 import pytest
 import torch
@@ -338,3 +339,42 @@ def test_a_slice_by_a_value_read_of_a_narrow_dim_converts(high: int) -> None:
     for k in (0, 1, 7, 30, high - 1):
         v = torch.tensor([k, 0])
         torch.testing.assert_close(trt(x, v), model(x, v), rtol=0, atol=0)
+
+
+def _refusal(model: torch.nn.Module, inputs: list[Any]) -> str:
+    with pytest.raises(torch2trt_lite.Torch2TRTError) as info:
+        torch2trt_lite.convert(model.eval(), inputs, backend="sim")
+    return str(info.value)
+
+
+class _SplitRows(torch.nn.Module):
+    def __init__(self, select: bool) -> None:
+        super().__init__()
+        self.select = select
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x[x[:, 0] > 0] if self.select else x
+        return torch.stack(rows.unbind(0)).sum(0)
+
+
+class _BranchOnCount(torch.nn.Module):
+    def __init__(self, select: bool) -> None:
+        super().__init__()
+        self.select = select
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x[x[:, 0] > 0] if self.select else x
+        return rows.sum(0) if rows.shape[0] != 3 else rows.mean(0)
+
+
+@pytest.mark.parametrize("model", [_SplitRows, _BranchOnCount])
+def test_refusal_advice_fits_the_kind_of_size(model: type[torch.nn.Module]) -> None:
+    """A refused input dim is fixed by a static shape; a data-dependent count is not (it depends on
+    the values), so its refusal says what helps instead of advising a static shape."""
+    x = torch.randn(6, 3)
+    x[:4, 0] = x[:4, 0].abs() + 0.1
+    on_input = _refusal(model(False), [torch2trt_lite.Input((1, 3), (6, 3), (8, 3), example=x)])
+    on_values = _refusal(model(True), [x])
+    assert "static" in on_input and "depends on the input's values" not in on_input, on_input
+    assert "depends on the input's values" in on_values and "static shape for this dim" not in on_values, on_values
+    assert "Make the dim static" not in on_values, on_values
