@@ -347,34 +347,29 @@ def _refusal(model: torch.nn.Module, inputs: list[Any]) -> str:
     return str(info.value)
 
 
-class _SplitRows(torch.nn.Module):
-    def __init__(self, select: bool) -> None:
+class _OnRows(torch.nn.Module):
+    """Rows of the input (``select``: those with a positive first column, a data-dependent count),
+    then ``unbind`` over them or a Python branch on their count."""
+
+    def __init__(self, select: bool, branch: bool) -> None:
         super().__init__()
-        self.select = select
+        self.select, self.branch = select, branch
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x[x[:, 0] > 0] if self.select else x
+        if self.branch:
+            return rows.sum(0) if rows.shape[0] != 3 else rows.mean(0)
         return torch.stack(rows.unbind(0)).sum(0)
 
 
-class _BranchOnCount(torch.nn.Module):
-    def __init__(self, select: bool) -> None:
-        super().__init__()
-        self.select = select
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x[x[:, 0] > 0] if self.select else x
-        return rows.sum(0) if rows.shape[0] != 3 else rows.mean(0)
-
-
-@pytest.mark.parametrize("model", [_SplitRows, _BranchOnCount])
-def test_refusal_advice_fits_the_kind_of_size(model: type[torch.nn.Module]) -> None:
+@pytest.mark.parametrize("branch", [False, True], ids=["unbind", "branch"])
+def test_refusal_advice_fits_the_kind_of_size(branch: bool) -> None:
     """A refused input dim is fixed by a static shape; a data-dependent count is not (it depends on
     the values), so its refusal says what helps instead of advising a static shape."""
     x = torch.randn(6, 3)
     x[:4, 0] = x[:4, 0].abs() + 0.1
-    on_input = _refusal(model(False), [torch2trt_lite.Input((1, 3), (6, 3), (8, 3), example=x)])
-    on_values = _refusal(model(True), [x])
+    on_input = _refusal(_OnRows(False, branch), [torch2trt_lite.Input((1, 3), (6, 3), (8, 3), example=x)])
+    on_values = _refusal(_OnRows(True, branch), [x])
     assert "static" in on_input and "depends on the input's values" not in on_input, on_input
     assert "depends on the input's values" in on_values and "static shape for this dim" not in on_values, on_values
     assert "Make the dim static" not in on_values, on_values
