@@ -59,3 +59,35 @@ def test_bench_times_the_backend_beside_eager_and_the_engine() -> None:
     assert stats.status == "ok" and "sim" in stats.label, stats
     assert stats.max_rel_err_vs_eager is not None and stats.max_rel_err_vs_eager < 1e-5
     assert {s.runner for s in result.stats} == {"eager", "engine", TRT_COMPILE}
+
+
+RNN = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.head = nn.GRU(8, 6, batch_first=True), nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0]).softmax(-1)
+
+
+def make():
+    torch.manual_seed(0)
+    return Net()
+'''
+
+
+def test_check_compile_allow_rnn_converts_the_rnn(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "rnn.py"
+    spec.write_text(RNN)
+    rc = main(["check", f"{spec}:make", "--shape", "2x5x8", "--compile", "--backend", "sim"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "Attempted to wrap RNN" in out and "--allow-rnn" in out, out  # left to Python: the hint
+    torch._dynamo.reset()
+    rc = main(["check", f"{spec}:make", "--shape", "2x5x8", "--compile", "--backend", "sim", "--allow-rnn"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "100% of ops in TensorRT" in out and "graph break" not in out.split("\n")[1], out

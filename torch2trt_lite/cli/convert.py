@@ -92,7 +92,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _check_compiled(args: argparse.Namespace, model: Any, xs: list[torch.Tensor]) -> int:
     """``check --compile``: one call through ``torch.compile(backend="torch2trt_lite")``, then its report
-    (a --shape range marks that dim dynamic with its bounds); exit 1 where an op runs in PyTorch."""
+    (a --shape range marks that dim dynamic with its bounds); exit 1 where an op runs in PyTorch, also
+    at a graph break or where dynamo compiled no graph."""
     import torch._dynamo
 
     from torch2trt_lite.compile import compile_backend, compile_report
@@ -110,11 +111,12 @@ def _check_compiled(args: argparse.Namespace, model: Any, xs: list[torch.Tensor]
         for x in xs:
             dynamic(x, 0, 1, args.max_batch_size)
     compile_report(clear=True)
-    with torch.no_grad():
+    with torch._dynamo.config.patch(allow_rnn=args.allow_rnn), torch.no_grad():
         torch.compile(model, backend=compile_backend(backend=args.backend))(*xs)
     report = compile_report()
     print(report)
-    return 0 if all(g.trt_ops == g.ops - g.output_views for g in report.graphs) else 1
+    whole = report.graphs and not report.graph_breaks  # NOTE: at a graph break, Python runs (torch ops too)
+    return 0 if whole and all(g.trt_ops == g.ops - g.output_views for g in report.graphs) else 1
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -170,6 +172,9 @@ def add_parsers(sub: Any) -> None:
                            "what runs where: graph breaks, blocks, the ops kept in PyTorch and why")
             s.add_argument("--backend", default="auto", choices=["auto", "sim", "tensorrt", "tensorrt-rtx"],
                            help="with --compile: the blocks' engine backend (default auto)")
+            s.add_argument("--allow-rnn", action="store_true",
+                           help="with --compile: torch._dynamo.config.allow_rnn=True (dynamo then traces nn.LSTM/"
+                           "GRU/RNN, which convert, instead of leaving them and their frame to Python)")
         s.add_argument("--max-batch-size", type=int, metavar="N",
                        help="dim 0 of every input ranges over [1, N] (torch2trt's max_batch_size)")
         s.set_defaults(fn=fn)

@@ -130,8 +130,8 @@ class CompileReport:
 _HINTS = {
     "Attempted to wrap RNN, GRU, or LSTM": (
         "dynamo leaves nn.LSTM / nn.GRU / nn.RNN (and the rest of that frame) to Python unless "
-        "torch._dynamo.config.allow_rnn = True is set before the first call; with it, the backend converts "
-        "them (torch.lstm, torch.gru, torch.rnn_tanh, torch.rnn_relu)"),
+        "torch._dynamo.config.allow_rnn = True is set before the first call (torch2trt-lite check --compile "
+        "--allow-rnn); with it, the backend converts them (torch.lstm, torch.gru, torch.rnn_tanh, torch.rnn_relu)"),
 }
 _LOCK = threading.Lock()
 _BREAK_GROUPS = ("graph_break", "unimplemented")  # dynamo's counters of graph breaks (torch >= 2.9: the second)
