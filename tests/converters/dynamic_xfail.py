@@ -18,4 +18,4 @@ DYNAMIC_XFAIL: dict[str, str] = {'gru_cell_unbatched': "UnsupportedOperatorError
  'unique_counts_large': "UnsupportedOperatorError: unsupported operator torch.Tensor.unique at module '<model>': top-k/sort of a dynamic size (input_0.size(0)) that may exceed TensorRT's top-k limit "
                         'of 3840; convert with a static size or a range up to 3840. Registe'}
 
-DYNAMIC_WRONG: dict[str, str] = {'sort_desc_dim': 'AssertionError: at batch 6: Tensor-likes are not close! (Greatest relative difference: inf at index (2, 0, 0) (up to 1e-05 allowed))'}
+DYNAMIC_WRONG: dict[str, str] = {}

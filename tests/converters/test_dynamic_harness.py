@@ -28,8 +28,13 @@ from tests.converters.test_converters import CASES
 from torch2trt_lite.errors import Torch2TRTError
 
 
-def _rows(x: torch.Tensor, n: int) -> torch.Tensor:
-    return x[torch.arange(n) % x.shape[0]].clone()
+def _rows(x: torch.Tensor, n: int, distinct: bool = False) -> torch.Tensor:
+    """``n`` rows of ``x``, repeating them; ``distinct``: each repetition of a floating input shifted by
+    10 (a sort along the batch dim then has no ties, whose order neither torch nor TensorRT defines)."""
+    out = x[torch.arange(n) % x.shape[0]].clone()
+    if distinct and out.is_floating_point():
+        out += 10.0 * (torch.arange(n) // x.shape[0]).to(out.dtype).view(-1, *([1] * (x.dim() - 1)))
+    return out
 
 
 def dynamic_form(case: Case) -> tuple[list[Any], list[list[Any]]] | str:
@@ -46,7 +51,7 @@ def dynamic_form(case: Case) -> tuple[list[Any], list[list[Any]]] | str:
     model = case.build()
     others = []
     for n in sizes:
-        other = [_rows(x, n) if k else x for x, k in zip(xs, batched, strict=True)]
+        other = [_rows(x, n, bool(case.extra.get("distinct_rows"))) if k else x for x, k in zip(xs, batched, strict=True)]
         try:
             with torch.no_grad():
                 model(*_clones(other))
