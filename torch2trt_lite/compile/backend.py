@@ -20,7 +20,8 @@ Correct by construction:
   engines' constants; every call checks that they are the tensors converted, unchanged
   (``Tensor._version``), or the same values; otherwise the graph runs in PyTorch, with a warning.
 - In-place writes, the nodes that share memory with them and returned views of inputs stay in
-  PyTorch (:func:`.support.alias_hazards`).
+  PyTorch (:func:`.support.alias_hazards`); every write gets the data edges of eager's order with
+  the reads of its memory (:func:`.support.order_writes`), which dynamo's graph lacks.
 - ``torch.vmap`` regions are written out as ops on whole tensors (:mod:`.vmap`); a region it does
   not understand, and a higher-order op (``torch.cond``, ...), runs whole in PyTorch as one node
   (the dry run does not trace it), so no engine runs inside a functorch level.
@@ -212,6 +213,7 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
         return _done(graph, t0, gm.forward)
     _support.sizes_from_inputs(gm, ph)
     _support.public_targets(gm)
+    _support.order_writes(gm)
     flagged = _support.dry_run(gm, values, ph, lambda node, real: _input(node, real, options, []), atomic)
     why = _support.decide(gm, ph, flagged, options.torch_executed_ops)
     families = [f for f in _support.write_families(gm) if not f.external]
@@ -240,8 +242,17 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
     copies = [v.clone() if i in ph.runtime and isinstance(v, torch.Tensor) else v for i, v in enumerate(values)]
     recorded = _record_args(fused, copies, {str(n.target) for n in calls})  # NOTE: copies: the graph may write
     frozen_nodes = {ph.nodes[i].name for i in ph.frozen}  # NOTE: fusing copies the nodes
+    dead: set[str] = set()
     for node, ops in zip(calls, blocks, strict=True):
         part = _report.PartitionReport(str(node.target), label, [names[n] for n in ops])
+        if not node.users:  # NOTE: dead ops dynamo kept (a block writes only into its own tensors): not run
+            part.runs_on, part.reason = "nowhere", "nothing reads its results (dead code dynamo kept): not run"
+            fused.graph.erase_node(node)
+            fused.recompile()
+            graph.ops -= len(ops)
+            dead.update(ops)
+            graph.partitions.append(part)
+            continue
         engine, part.reason = _convert_block(fused, node, recorded[str(node.target)], frozen_nodes, options, part,
                                              graph.dynamic_inputs)
         if engine is None:
@@ -254,7 +265,7 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
             setattr(fused, str(node.target), engine)
             graph.trt_ops += len(ops)
         graph.partitions.append(part)
-    in_torch = [n for n in all_ops if n in why]
+    in_torch = [n for n in all_ops if n in why and n not in dead]
     if in_torch:
         graph.partitions.append(_report.PartitionReport("pytorch", "PyTorch", _ops_of(in_torch, names, inner)))
     graph.pytorch_ops = [_report.PyTorchOp(node, op, why[n]) for n in in_torch

@@ -16,8 +16,9 @@ from typing import Any
 
 @dataclass
 class PartitionReport:
-    """One partition: ``runs_on`` is ``"TensorRT (sim)"``, ``"TensorRT"``, ``"TensorRT-RTX"`` or
-    ``"PyTorch"``; ``reason`` says why a block meant for TensorRT runs in PyTorch (its conversion
+    """One partition: ``runs_on`` is ``"TensorRT (sim)"``, ``"TensorRT"``, ``"TensorRT-RTX"``,
+    ``"PyTorch"``, or ``"nowhere"`` (a block nothing reads, dead code dynamo kept: not run, its ops
+    not counted in the graph's); ``reason`` says why a block meant for TensorRT runs in PyTorch (its conversion
     failed); ``runtime_fallback`` is set when an engine call fell back to PyTorch (an input outside
     the engine's shape range, an engine that cannot run on this machine); ``engine_calls`` counts the
     calls the engine served."""
@@ -69,7 +70,7 @@ class GraphReport:
         return self.trt_ops / computing if computing > 0 else 0.0
 
     def engines(self) -> int:
-        return sum(1 for p in self.partitions if p.runs_on != "PyTorch")
+        return sum(1 for p in self.partitions if p.runs_on not in ("PyTorch", "nowhere"))
 
     def line(self) -> str:
         """The one-line summary logged when the graph is compiled."""

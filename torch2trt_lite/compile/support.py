@@ -116,7 +116,10 @@ def registered(node: Node, gm: GraphModule) -> bool:
 
 
 def is_plumbing(node: Node) -> bool:
-    """Not an op of its own: an element of a multi-output op's tuple, or arithmetic on sizes."""
+    """Not an op of its own: an element of a multi-output op's tuple, arithmetic on sizes, or an
+    ordering edge (:func:`ordered`)."""
+    if node.op == "call_function" and node.target is ordered:
+        return True
     if node.op == "call_function" and node.target is operator.getitem:
         return not isinstance(example(node.args[0]), torch.Tensor)
     return not tensor_like(example(node))
@@ -225,6 +228,66 @@ def written(gm: GraphModule) -> set[Any]:
                 if key is not None:
                     out.add(key)
     return out
+
+
+def ordered(x: Any, *after: Any) -> Any:
+    """``x`` itself. In a graph, ``ordered(x, w)`` hands ``x`` on only once ``w`` ran: the data edge
+    that an in-place write does not leave (see :func:`order_writes`). The tracer does not see it
+    (a plain Python function), so in a block it converts to nothing."""
+    return x
+
+
+def _keys_written(n: Node) -> set[Any]:
+    target = [n.args[0]] if n.args else []
+    keys = {_storage(a) for a in (example(n), *(example(a) for a in tree_flatten((target, n.kwargs.get("out")))[0]))}
+    keys.discard(None)
+    return keys
+
+
+def order_writes(gm: GraphModule) -> int:
+    """Give every in-place write the data edges of eager's order: the write takes its target through
+    ``ordered(target, *readers before it)``, and a later node reading that memory through an alias
+    made before the write takes it through ``ordered(alias, write)``. Without them a write and a read
+    of the same memory have no edge (``buf.add_(m); s = buf.sum()`` reads the placeholder ``buf``),
+    and torch's partitioner, placing blocks by data dependence alone, could put the read before the
+    write. Returns how many edges were added."""
+    nodes = list(gm.graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    writes = {w: keys for w in nodes if writes_in_place(w) and (keys := _keys_written(w))}
+    if not writes:
+        return 0
+    key_of = {n: _storage(example(n)) for n in nodes}
+    reads = {n: {key_of[a] for a in n.all_input_nodes} for n in nodes if n.op in CALLS}
+    added = 0
+
+    def edge(user: Node, arg: Node, after: Sequence[Node]) -> None:
+        nonlocal added
+        with gm.graph.inserting_before(user):
+            o = gm.graph.call_function(ordered, (arg, *after))
+        o.meta["example_value"] = example(arg)
+        user.replace_input_with(arg, o)
+        added += 1
+
+    for w, keys in writes.items():
+        target = w.args[0] if w.args and isinstance(w.args[0], Node) else w.kwargs.get("out")
+        if not isinstance(target, Node):
+            continue
+        before = [n for n in nodes[:pos[w]] if n in reads and n is not target and not reads[n].isdisjoint(keys)]
+        if before:
+            edge(w, target, before)
+    latest: dict[Any, Node] = {}
+    for n in nodes:
+        if n.op in CALLS:
+            for a in list(n.all_input_nodes):
+                w = latest.get(key_of[a]) if a in pos else None
+                if w is not None and pos[a] < pos[w]:
+                    edge(n, a, [w])
+        for key in writes.get(n, ()):
+            latest[key] = n
+    if added:
+        gm.graph.lint()
+        gm.recompile()
+    return added
 
 
 def classify(gm: GraphModule, values: Sequence[Any]) -> Placeholders:
@@ -350,7 +413,9 @@ def dry_run(gm: GraphModule, values: Sequence[Any], ph: Placeholders,
     frozen = {i: values[i] for i in ph.frozen}
     fill = {i: values[i] for i in ph.runtime if not isinstance(values[i], torch.Tensor)}
     bound = Bound(gm, len(values), frozen, fill, probe=flagged, atomic=atomic)
-    xs = [values[i] for i in bound.runtime_at]
+    # NOTE: copies: the run executes the graph, and dynamo's example inputs are the caller's own tensors
+    # (and the module's buffers), which a graph that writes in place would change before its first call
+    xs = [values[i].clone() if isinstance(values[i], torch.Tensor) else values[i] for i in bound.runtime_at]
     if not xs:  # nothing traced: every op is a constant of the weights; let the build decide
         return flagged
     specs = [ranged(ph.nodes[i], values[i]) for i in bound.runtime_at] if ranged is not None else xs
@@ -511,6 +576,6 @@ def decide(gm: GraphModule, ph: Placeholders, flagged: dict[str, str], forced: S
     return why
 
 
-__all__ = ["OUTPUT_VIEW", "Bound", "Family", "Placeholders", "alias_hazards", "classify", "decide", "dry_run", "example",
+__all__ = ["OUTPUT_VIEW", "Bound", "order_writes", "ordered", "Family", "Placeholders", "alias_hazards", "classify", "decide", "dry_run", "example",
            "is_plumbing", "op_name", "public_targets", "registered", "sizes_from_inputs", "source_name", "split_families", "transforms",
            "tensor_like", "write_families", "writes_in_place"]
