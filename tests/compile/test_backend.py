@@ -521,3 +521,26 @@ def test_float64_input_runs_the_graph_in_pytorch_with_the_reason() -> None:
         report = _check(model, x)
     graph = report.graphs[0]
     assert graph.trt_ops == 0 and "float64" in graph.note and "TensorRT has none of" in graph.note, str(graph)
+
+
+
+class ReshapeBySize(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = torch.erfinv(torch.tanh(x) * 0.5)  # no converter: PyTorch between two blocks
+        t = torch.tanh(t.reshape(t.shape[0], -1)) * 0.5
+        return torch.erfinv(t).reshape(t.shape[0], -1)
+
+
+def test_size_read_in_one_block_and_used_past_pytorch_is_not_frozen() -> None:
+    """With dynamic=True the graph reads ``x.size(0)`` once; the partitioner cut its two users into
+    two blocks, the first returned the size, and an engine's number output is its traced value: at
+    4 rows the second reshape made [3, 8]. A Python value never leaves its block now."""
+    model = ReshapeBySize().eval()
+    fn = _compiled(model, dynamic=True, min_block_size=1)
+    with torch.no_grad():
+        for b in (3, 4, 6):
+            x = torch.randn(b, 6)
+            got, want = fn(x), model(x)
+            assert got.shape == want.shape, (b, got.shape, want.shape)
+            torch.testing.assert_close(got, want, **TOL)
+    assert compile_report().graphs[0].engines() >= 1

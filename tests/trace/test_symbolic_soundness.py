@@ -373,3 +373,21 @@ def test_refusal_advice_fits_the_kind_of_size(branch: bool) -> None:
     assert "static" in on_input and "depends on the input's values" not in on_input, on_input
     assert "depends on the input's values" in on_values and "static shape for this dim" not in on_values, on_values
     assert "Make the dim static" not in on_values, on_values
+
+
+class _ReturnsSize(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[int, torch.Tensor]:
+        return x.size(0), x * 2
+
+
+def test_dynamic_size_returned_as_a_python_number_is_refused() -> None:
+    """An engine returns tensors: ``return x.size(0), y`` stored the traced size as a constant output
+    (an engine traced at 3 rows answered 3 for 5). Refused for a dynamic dim; a static one is a
+    true constant."""
+    model, x = _ReturnsSize().eval(), torch.randn(3, 6)
+    said = _refusal(model, [torch2trt_lite.Input((1, 6), (3, 6), (8, 6), example=x)])
+    assert "input_0.size(0)" in said and "would always return 3" in said, said
+    static = torch2trt_lite.convert(model, [x], backend="sim")
+    n, y = static(x)
+    assert n == 3
+    torch.testing.assert_close(y, x * 2)

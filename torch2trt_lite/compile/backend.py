@@ -228,7 +228,8 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
             for n in ops:
                 why[n] = f"in a TensorRT block of {len(ops)} op(s), fewer than min_block_size={options.min_block_size}"
         block_of = {n.name: i for i, p in enumerate(keep) for n in p.nodes}
-        if not _support.split_families(families, block_of, why):
+        moved = _support.split_values(gm, block_of, why)
+        if not _support.split_families(families, block_of, why) and not moved:
             break
     blocks = [_count(p.nodes) for p in keep]
     placed = {n for ops in blocks for n in ops}

@@ -507,6 +507,28 @@ def alias_hazards(gm: GraphModule) -> dict[str, str]:
     return hazards
 
 
+def split_values(gm: GraphModule, block_of: dict[str, int], why: dict[str, str]) -> bool:
+    """Send to PyTorch every Python value (a size, a number) that a block makes and a node outside
+    that block reads, and then every node reading a Python value that PyTorch makes: an engine
+    returns tensors, and a number among its outputs would be the value traced (``decide`` keeps
+    such values on one side; the partitioner may still cut between two blocks). True if any moved."""
+    changed = False
+    for n in gm.graph.nodes:
+        if n.name in block_of and n.op in CALLS and not tensor_like(example(n)) and any(
+                u.op in CALLS and block_of.get(u.name) != block_of[n.name] for u in n.users):
+            why[n.name] = "a Python value that a node outside its TensorRT block reads (an engine returns tensors)"
+            changed = True
+    grew = changed
+    while grew:
+        grew = False
+        for n in gm.graph.nodes:
+            if n.op in CALLS and n.name not in why and any(
+                    isinstance(a, Node) and a.name in why and not tensor_like(example(a)) for a in n.all_input_nodes):
+                why[n.name] = "reads a Python value that a PyTorch op makes"
+                grew = True
+    return changed
+
+
 def split_families(families: Sequence[Family], block_of: dict[str, int], why: dict[str, str]) -> bool:
     """Send to PyTorch every in-place family not wholly in one TensorRT block (``block_of``: node
     name -> block; nodes in ``why`` run in PyTorch); returns whether any moved."""
@@ -577,5 +599,5 @@ def decide(gm: GraphModule, ph: Placeholders, flagged: dict[str, str], forced: S
 
 
 __all__ = ["OUTPUT_VIEW", "Bound", "order_writes", "ordered", "Family", "Placeholders", "alias_hazards", "classify", "decide", "dry_run", "example",
-           "is_plumbing", "op_name", "public_targets", "registered", "sizes_from_inputs", "source_name", "split_families", "transforms",
+           "is_plumbing", "op_name", "public_targets", "registered", "sizes_from_inputs", "source_name", "split_families", "split_values", "transforms",
            "tensor_like", "write_families", "writes_in_place"]
