@@ -385,8 +385,11 @@ def test_dynamic_size_returned_as_a_python_number_is_refused() -> None:
     (an engine traced at 3 rows answered 3 for 5). Refused for a dynamic dim; a static one is a
     true constant."""
     model, x = _ReturnsSize().eval(), torch.randn(3, 6)
-    said = _refusal(model, [torch2trt_lite.Input((1, 6), (3, 6), (8, 6), example=x)])
+    spec = torch2trt_lite.Input((1, 6), (3, 6), (8, 6), example=x)
+    said = _refusal(model, [spec])
     assert "input_0.size(0)" in said and "would always return 3" in said, said
+    report = torch2trt_lite.check(model, [spec])  # check() says what convert() refuses
+    assert not report.ok and "would always return 3" in str(report), str(report)
     static = torch2trt_lite.convert(model, [x], backend="sim")
     n, y = static(x)
     assert n == 3
