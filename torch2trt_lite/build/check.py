@@ -152,7 +152,6 @@ def _after_trace(ctx: ConversionContext, out: Any, problems: list[Unsupported]) 
     try:
         if not tensor_leaves(out):
             raise _no_tensors(out)
-        _symbolic.check_outputs(out)  # a dynamic size returned as a number
         encode_tree(out, [0])
         _complex.check_outputs([(f"output_{i}", t) for i, t in enumerate(tensor_leaves(out))])  # TensorRT: real
     except Torch2TRTError as e:

@@ -172,7 +172,6 @@ def define(
         tracer.input_writes.check(None, "")  # a write no converted call made (the version counters tell)
         t_trace = time.perf_counter() - t_trace
         _symbolic.check_value_reads(ctx)
-        _symbolic.check_outputs(out)
     tensors = tensor_leaves(out)  # NOTE: encode_tree's order (DynamicCaches included, which pytree does not know)
     if not tensors:
         raise _no_tensors(out)

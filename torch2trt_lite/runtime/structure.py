@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from torch2trt_lite.errors import EngineFileError, RuntimeExecutionError, Torch2TRTError
+from torch2trt_lite.converters.impl.sizes import SymSize, bounds
+from torch2trt_lite.errors import ConversionError, EngineFileError, RuntimeExecutionError, Torch2TRTError
 
 log = logging.getLogger("torch2trt_lite")
 
@@ -31,11 +32,20 @@ def dtype_name(dt: torch.dtype) -> str:
 
 
 def encode_tree(obj: Any, leaf_index: list[int]) -> Any:
-    """JSON description of the model's output structure; tensors become leaf indices."""
+    """JSON description of the model's output structure; tensors become leaf indices, other leaves
+    constants (refused for a dynamic size: its traced value would be frozen)."""
     if isinstance(obj, torch.Tensor):
         leaf_index[0] += 1
         return {"t": leaf_index[0] - 1}
     if obj is None or isinstance(obj, (bool, int, float, str)):
+        if isinstance(obj, SymSize) and bounds(obj)[0] != bounds(obj)[1]:
+            raise ConversionError(
+                f"the model returns {obj.describe()} as an output, a Python number that is a dynamic size (traced "
+                f"as {int.__int__(obj)}); an engine returns tensors, and a number in its outputs is stored as a "
+                f"constant, so it would always return {int.__int__(obj)}. Return a tensor that has the size (e.g. "
+                "the tensor itself, and read .shape[...] of the engine's output), or convert with a static shape "
+                "for this dim"
+            )
         return {"c": obj}
     if isinstance(obj, tuple):
         items = [encode_tree(x, leaf_index) for x in obj]

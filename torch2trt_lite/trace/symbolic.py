@@ -485,26 +485,8 @@ def check_value_reads(ctx: ConversionContext) -> None:
                 "(torch.arange(n), x[:, :n], x.view(n, -1)), where it stays symbolic"
             )
 
-def check_outputs(out: Any) -> None:
-    """Refuse a model output that is a Python number holding a dynamic size (``return x.size(0), y``):
-    an engine's outputs are tensors, and the number would be stored as the value it had when traced."""
-    parts: list[tuple[str, Any]] = [("output", out)]
-    while parts:
-        where, obj = parts.pop()
-        if isinstance(obj, (tuple, list)):
-            parts += [(f"{where}[{i}]", x) for i, x in enumerate(obj)]
-        elif isinstance(obj, dict):
-            parts += [(f"{where}[{k!r}]", v) for k, v in obj.items()]
-        elif isinstance(obj, SymSize) and bounds(obj)[0] != bounds(obj)[1]:
-            raise ConversionError(
-                f"the model returns {obj.describe()} as {where}, a Python number that is a dynamic size (traced as "
-                f"{int.__int__(obj)}); an engine returns tensors, so it would always return {int.__int__(obj)}. "
-                "Return a tensor that has the size (e.g. the tensor itself, and read .shape[...] of the engine's "
-                "output), or convert with a static shape for this dim"
-            )
-
 
 __all__ = [
-    "READS", "DynamicSizeGuardError", "SymSize", "SymbolicSizes", "check_outputs", "check_value_reads", "data_dependent", "ensure",
+    "READS", "DynamicSizeGuardError", "SymSize", "SymbolicSizes", "check_value_reads", "data_dependent", "ensure",
     "has_sym", "is_sym", "known_sizes", "relabel", "shape_tensor", "sym_max", "sym_min", "value_read",
 ]
