@@ -27,6 +27,7 @@ from torch2trt_lite.errors import ConverterRefusal
 from torch2trt_lite.registry import REGISTRY, Call, converter
 
 from . import signal
+from .elementwise import no_out
 from .impl import complex as C
 from .impl import reduce as R
 from .impl import shape as S
@@ -221,10 +222,6 @@ def _mul_div(ctx: ConversionContext, call: Call) -> Any:
 
 
 # ------------------------------------------------------------------- logical dims (the pair dim kept last)
-def _no_out(call: Call) -> str | None:
-    return "out= is not supported for complex values" if call.kwargs.get("out") is not None else None
-
-
 def _proxy(ctx: ConversionContext, call: Call, args: tuple[Any, ...]) -> Any:
     """``call``'s own (real) converter on the ``view_as_real`` layout: ``args`` (the complex input
     replaced by its real view, dims adjusted by the caller) and the real view of the output."""
@@ -308,13 +305,13 @@ def _joined(ctx: ConversionContext, call: Call) -> list[Any]:
             if call.qualname == "torch.stack" or not (t.dim() == 1 and t.shape[0] == 0)]
 
 
-@_aware("torch.cat", "torch.concat", "torch.concatenate", check=_no_out)
+@_aware("torch.cat", "torch.concat", "torch.concatenate", check=no_out)
 def _cat(ctx: ConversionContext, call: Call) -> Any:
     dim = call.arg(1, "dim", call.kwargs.get("axis", 0))
     return S.concat(ctx, _joined(ctx, call), int(dim) % call.output.dim())  # the pair dim stays last
 
 
-@_aware("torch.stack", check=_no_out)
+@_aware("torch.stack", check=no_out)
 def _stack(ctx: ConversionContext, call: Call) -> Any:
     d = int(call.arg(1, "dim", 0)) % call.output.dim()
     return S.concat(ctx, [S.unsqueeze(ctx, it, d) for it in _joined(ctx, call)], d)

@@ -422,9 +422,9 @@ class SymSize(int):
             f"the model compares the dynamic size {self.describe()} (traced as {int.__int__(self)}, range {rng}) at "
             f"{user_location(3)}: `{self.describe()} {sym} {_describe(other)}` is {concrete} at the traced "
             "size but not for every size the profile allows, and the engine cannot take a Python branch per "
-            "call. " + ("Make the dim static (a range of one size), narrow the range so the answer is fixed, or "
-                        "compute" if fix_advice([self, other]).startswith("convert") else
-                        "The size depends on the input's values, so no static shape fixes the answer: compute")
+            "call. " + ("The size depends on the input's values, so no static shape fixes the answer: compute"
+                        if value_dependent([self, other]) else
+                        "Make the dim static (a range of one size), narrow the range so the answer is fixed, or compute")
             + " without the branch (e.g. torch.where, torch2trt_lite.converters.impl.sizes.sym_min/sym_max; "
             "a skip of work on an empty selection can simply go: ops on zero-size tensors convert)"
         )
@@ -611,12 +611,17 @@ def arange(ctx: ConversionContext, n: Any, rank: int = 1, dim: int = 0, dtype: t
     return ctx.cast(layer.get_output(0), dtype)
 
 
-def fix_advice(sizes: Any) -> str:
-    """What a user can do about a refused dynamic size: a static shape for an input's dim; for a size
-    that depends on the values (a count of nonzero/unique/NMS, a number read with ``.item()``), no
-    static shape helps."""
+def value_dependent(sizes: Any) -> bool:
+    """Does any of ``sizes`` depend on the input's values (a count of nonzero/unique/NMS, a number read
+    with ``.item()``), which no static shape fixes?"""
     keys = [k for v in _flat(sizes) if isinstance(v, SymSize) for k in normal(v)[1]]
-    if any(isinstance(k, tuple) and k and k[0] in ("dds", "value") for k in keys):
+    return any(isinstance(k, tuple) and k and k[0] in ("dds", "value") for k in keys)
+
+
+def fix_advice(sizes: Any) -> str:
+    """What a user can do about a refused dynamic size: a static shape for an input's dim, other
+    advice for a :func:`value_dependent` one."""
+    if value_dependent(sizes):
         return ("this size depends on the input's values, which no static shape fixes: compute on a tensor of "
                 "fixed size instead (a mask with torch.where, top-k with a fixed k), or run this part outside "
                 "the engine (torch.compile(model, backend='torch2trt_lite') leaves it to PyTorch)")
