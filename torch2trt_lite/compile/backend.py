@@ -172,11 +172,11 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
     label = _LABELS.get(get_backend(options.backend).name, options.backend)
     values = [_hint(v) for v in example_inputs]
     vmaps = _vmap.unbatch(gm)
-    inner = {r.nodes[0].name: [(n.name, _support.op_name(n, gm)) for n in r.nodes if n.op in _support.CALLS
-                               and not _support.is_plumbing(n)] for r in vmaps if not r.rewritten}
     fused_regions = _vmap.fuse_left(gm, vmaps)
     # node name -> the ops it stands for in the report (a vmap region left as it is: its body's ops)
-    inner = {call: inner[region.nodes[0].name] for call, region in fused_regions.items()}
+    inner = {call: [(n.name, _support.op_name(n, gm)) for n in region.nodes
+                    if n.op in _support.CALLS and not _support.is_plumbing(n)]
+             for call, region in fused_regions.items()}
     atomic = {name: f"in a torch.vmap that PyTorch runs whole (its body has {region.reason})"
               for name, region in fused_regions.items()}
     atomic |= {n.name: "a higher-order op: PyTorch runs it whole" for n in gm.graph.nodes
@@ -209,7 +209,7 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
         graph.note = f"the graph calls functorch transforms ({', '.join(sorted(set(hop))[:3])}): PyTorch runs it"
         graph.partitions.append(_report.PartitionReport("graph", "PyTorch", _ops_of(all_ops, names, inner)))
         graph.pytorch_ops = [_report.PyTorchOp(node, op, "in a graph of functorch transforms")
-                             for n in all_ops for node, op in inner.get(n, [(n, names[n])])]
+                             for n in all_ops for node, op in _expanded(n, names, inner)]
         return _done(graph, t0, gm.forward)
     _support.sizes_from_inputs(gm, ph)
     _support.public_targets(gm)
@@ -269,8 +269,7 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
     in_torch = [n for n in all_ops if n in why and n not in dead]
     if in_torch:
         graph.partitions.append(_report.PartitionReport("pytorch", "PyTorch", _ops_of(in_torch, names, inner)))
-    graph.pytorch_ops = [_report.PyTorchOp(node, op, why[n]) for n in in_torch
-                         for node, op in inner.get(n, [(n, names[n])])]
+    graph.pytorch_ops = [_report.PyTorchOp(node, op, why[n]) for n in in_torch for node, op in _expanded(n, names, inner)]
     nodes = {n.name: n for n in gm.graph.nodes}
     graph.output_views = sum(1 for n in in_torch if why[n] == _support.OUTPUT_VIEW and n in nodes
                              and not _support.writes_in_place(nodes[n]))
@@ -279,9 +278,14 @@ def _compile_graph(gm: GraphModule, example_inputs: Sequence[Any], options: Comp
     return _done(graph, t0, _Guarded(fused, eager, ph, values))
 
 
+def _expanded(node: str, names: Mapping[str, str], inner: Mapping[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """(node, op) of what ``node`` stands for in the report: itself, or a vmap region's body ops."""
+    return inner.get(node, [(node, names[node])])
+
+
 def _ops_of(nodes: Sequence[str], names: Mapping[str, str], inner: Mapping[str, list[tuple[str, str]]]) -> list[str]:
-    """The ops of these nodes for the report: a vmap region run whole stands for its body's ops."""
-    return [op for n in nodes for _, op in inner.get(n, [(n, names[n])])]
+    """The ops of these nodes for the report (see :func:`_expanded`)."""
+    return [op for n in nodes for _, op in _expanded(n, names, inner)]
 
 
 def _done(graph: _report.GraphReport, t0: float, fn: Any) -> Any:

@@ -217,17 +217,17 @@ def _attribute(node: Node) -> bool:
     return type(source).__name__ == "AttrSource"
 
 
+def _keys_written(n: Node) -> set[Any]:
+    """The storages an in-place op ``n`` writes: its result's, its ``self``'s or ``out=``'s."""
+    target = [n.args[0]] if n.args else []
+    keys = {_storage(a) for a in (example(n), *(example(a) for a in tree_flatten((target, n.kwargs.get("out")))[0]))}
+    keys.discard(None)
+    return keys
+
+
 def written(gm: GraphModule) -> set[Any]:
     """The storages (of dynamo's fake values) that an op of the graph writes in place."""
-    out = set()
-    for n in gm.graph.nodes:
-        if writes_in_place(n):
-            target = [n.args[0]] if n.args else []  # the written tensor: ``self``, or ``out=``
-            for a in (example(n), *(example(a) for a in tree_flatten((target, n.kwargs.get("out")))[0])):
-                key = _storage(a)
-                if key is not None:
-                    out.add(key)
-    return out
+    return {key for n in gm.graph.nodes if writes_in_place(n) for key in _keys_written(n)}
 
 
 def ordered(x: Any, *after: Any) -> Any:
@@ -235,13 +235,6 @@ def ordered(x: Any, *after: Any) -> Any:
     that an in-place write does not leave (see :func:`order_writes`). The tracer does not see it
     (a plain Python function), so in a block it converts to nothing."""
     return x
-
-
-def _keys_written(n: Node) -> set[Any]:
-    target = [n.args[0]] if n.args else []
-    keys = {_storage(a) for a in (example(n), *(example(a) for a in tree_flatten((target, n.kwargs.get("out")))[0]))}
-    keys.discard(None)
-    return keys
 
 
 def order_writes(gm: GraphModule) -> int:
@@ -522,11 +515,18 @@ def split_values(gm: GraphModule, block_of: dict[str, int], why: dict[str, str])
     while grew:
         grew = False
         for n in gm.graph.nodes:
-            if n.op in CALLS and n.name not in why and any(
-                    isinstance(a, Node) and a.name in why and not tensor_like(example(a)) for a in n.all_input_nodes):
-                why[n.name] = "reads a Python value that a PyTorch op makes"
+            if n.op in CALLS and n.name not in why and _reads_python_value(n, why):
+                why[n.name] = _READS_PYTHON_VALUE
                 grew = True
     return changed
+
+
+_READS_PYTHON_VALUE = "reads a Python value that a PyTorch op makes"
+
+
+def _reads_python_value(n: Node, why: dict[str, str]) -> bool:
+    """Does ``n`` read a Python value (not a tensor) that a node running in PyTorch makes?"""
+    return any(a.op in CALLS and a.name in why and not tensor_like(example(a)) for a in n.all_input_nodes)
 
 
 def split_families(families: Sequence[Family], block_of: dict[str, int], why: dict[str, str]) -> bool:
@@ -590,14 +590,12 @@ def decide(gm: GraphModule, ph: Placeholders, flagged: dict[str, str], forced: S
             elif value and any(u.op == "output" for u in n.users):
                 why[n.name] = "a Python value the graph returns"
                 changed = True
-            else:
-                ins = [a for a in tree_flatten((n.args, n.kwargs))[0] if isinstance(a, Node) and a.op in CALLS]
-                if any(a.name in why and not tensor_like(example(a)) for a in ins):
-                    why[n.name] = "reads a Python value that a PyTorch op makes"
-                    changed = True
+            elif _reads_python_value(n, why):
+                why[n.name] = _READS_PYTHON_VALUE
+                changed = True
     return why
 
 
-__all__ = ["OUTPUT_VIEW", "Bound", "order_writes", "ordered", "Family", "Placeholders", "alias_hazards", "classify", "decide", "dry_run", "example",
-           "is_plumbing", "op_name", "public_targets", "registered", "sizes_from_inputs", "source_name", "split_families", "split_values", "transforms",
-           "tensor_like", "write_families", "writes_in_place"]
+__all__ = ["OUTPUT_VIEW", "Bound", "Family", "Placeholders", "alias_hazards", "classify", "decide", "dry_run", "example",
+           "is_plumbing", "op_name", "order_writes", "ordered", "public_targets", "registered", "sizes_from_inputs",
+           "source_name", "split_families", "split_values", "tensor_like", "transforms", "write_families", "writes_in_place"]

@@ -46,6 +46,13 @@ def _functorch(node: Node, name: str) -> bool:
             and str(getattr(target, "__module__", "")).startswith(("torch._functorch", "torch._C._functorch")))
 
 
+def _nesting(node: Node) -> bool:
+    """A call that only manages functorch's state: the vmap level's increment or decrement, or vmap's
+    loading of its decompositions (nothing to compute on whole tensors)."""
+    return any(_functorch(node, f) for f in ("_vmap_increment_nesting", "_vmap_decrement_nesting",
+                                             "lazy_load_decompositions"))
+
+
 _ELEMENTWISE_FUNCTIONS: frozenset[Any] = frozenset({
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.pow,
     operator.neg, operator.pos, operator.abs, operator.invert, operator.and_, operator.or_, operator.xor,
@@ -76,7 +83,7 @@ _DIM_OPS: dict[str, tuple[str, ...]] = {
     "softmax": ("dim",), "log_softmax": ("dim",), "cumsum": ("dim",), "cumprod": ("dim",), "unsqueeze": ("dim",),
     "squeeze": ("dim",), "transpose": ("dim0", "dim1"), "swapaxes": ("dim0", "dim1"), "flatten": ("start", "end"),
     "movedim": ("source", "destination"), "flip": ("dims",), "any": ("dim",), "all": ("dim",),
-    "argmax": ("dim",), "argmin": ("dim",), "norm": (),
+    "argmax": ("dim",), "argmin": ("dim",),
 }
 _DIM_FUNCTIONS: dict[Any, str] = {
     torch.sum: "sum", torch.mean: "mean", torch.amax: "amax", torch.amin: "amin", torch.prod: "prod",
@@ -87,7 +94,7 @@ _DIM_FUNCTIONS: dict[Any, str] = {
 }
 # a reduction over every dim (no dim argument) is not the same op on the batch: refused
 _NEEDS_DIM = frozenset({"sum", "mean", "amax", "amin", "prod", "any", "all", "argmax", "argmin", "squeeze",
-                        "logsumexp", "softmax", "log_softmax", "cumsum", "cumprod", "norm"})
+                        "logsumexp", "softmax", "log_softmax", "cumsum", "cumprod"})
 
 _WHOLE = frozenset({"sum", "mean", "amax", "amin", "any", "all"})  # reductions that take a tuple of dims
 
@@ -134,7 +141,7 @@ def _kind(n: Node) -> str | None:
         target = str(n.target)
         if target in _ELEMENTWISE_METHODS:
             return "elementwise"
-        if target in _DIM_OPS and target != "norm":
+        if target in _DIM_OPS:
             return target
         if target == "__getitem__":
             return "getitem"
@@ -154,7 +161,8 @@ _REWRITE_FAILURES = (_Refuse, RuntimeError, TypeError, ValueError, IndexError, N
 
 
 class _Rewrite:
-    """Rewrites one region in place, or raises :class:`_Refuse` before changing the graph."""
+    """Rewrites one region in place: :meth:`plan` refuses (:class:`_Refuse`) before any change,
+    :meth:`apply` may refuse midway, which is why :func:`unbatch` tries it on a copy first."""
 
     def __init__(self, gm: GraphModule, region: Region) -> None:
         self.gm, self.region = gm, region
@@ -175,8 +183,7 @@ class _Rewrite:
     # ---------------------------------------------------------------- the plan (changes nothing)
     def plan(self) -> None:
         for n in self.region.nodes:
-            if any(_functorch(n, f) for f in ("_vmap_increment_nesting", "_vmap_decrement_nesting",
-                                              "lazy_load_decompositions")):
+            if _nesting(n):
                 if _functorch(n, "_vmap_increment_nesting") and n is not self._first:
                     raise _Refuse("a vmap nested in another")
                 continue
@@ -258,8 +265,7 @@ class _Rewrite:
                 done.append(n)
             elif n in self.batched:
                 self._batch_op(n)
-            elif any(_functorch(n, f) for f in ("_vmap_increment_nesting", "_vmap_decrement_nesting",
-                                                "lazy_load_decompositions")):
+            elif _nesting(n):
                 done.append(n)
         for n in reversed(done):
             if _functorch(n, "_add_batch_dim"):
