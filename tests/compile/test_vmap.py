@@ -27,9 +27,12 @@ TOL = {"rtol": 1e-5, "atol": 1e-5}  # fp32 engines on the sim against eager fp32
 def _run(fn: Callable[..., Any], *xs: torch.Tensor, backend: str = "sim", tol: dict[str, float] = TOL) -> CompileReport:
     model = Fn(fn).eval()
     compiled = torch.compile(model, backend=compile_backend(backend=backend, min_block_size=1), dynamic=False)
+    g = torch.Generator().manual_seed(11)
+    others = [torch.randn(x.shape, generator=g, dtype=x.dtype) if x.is_floating_point() else x for x in xs]
     with torch.no_grad():
-        got, want = compiled(*xs), model(*xs)
-    torch.testing.assert_close(got, want, **tol)
+        for args in (xs, others):  # the values compiled at, then other values: no recompile, the same engines
+            got, want = compiled(*args), model(*args)
+            torch.testing.assert_close(got, want, **tol)
     return compile_report()
 
 
